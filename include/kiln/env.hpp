@@ -1,0 +1,28 @@
+#pragma once
+/// @file
+/// Parsing of kiln's environment variables (levers). Pure parsers plus a getenv wrapper, so every
+/// rule is tested without touching the process environment.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kiln {
+
+/// The variable's value, or nothing when unset. An empty value counts as unset.
+std::optional<std::string> env_value(const char* name);
+
+/// `1`, `true`, `on`, `yes` -> true; `0`, `false`, `off`, `no` -> false (case-insensitive, no
+/// surrounding space); anything else -> nothing.
+std::optional<bool> parse_switch(std::string_view text);
+
+/// A decimal unsigned integer with an optional binary suffix `K`, `M`, `G`, `T` (KiB, MiB, ...);
+/// nothing on overflow, sign, space or any other character.
+std::optional<std::uint64_t> parse_size(std::string_view text);
+
+/// A switch lever: the parsed value of `name`, or `fallback` when unset; a bad value logs one
+/// warning naming the variable and the accepted values, and gives `fallback`.
+bool switch_lever(const char* name, bool fallback);
+
+}  // namespace kiln

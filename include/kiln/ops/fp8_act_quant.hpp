@@ -1,0 +1,124 @@
+#pragma once
+/// @file
+/// The per-token-group FP8 activation quantizers a layer can launch, and the grid each one needs
+/// (port of the seed `fp8_act_quant.rs`).
+///
+/// Invariant: `Fp8ActQuant::pick_with` takes the kernel handle and the grid from the same `twin`
+/// flag, so a pick never pairs one kernel with the other's grid.
+///
+/// The shared kernel (`kernels_src/common/per_token_group_quant_fp8.cu`) runs one 128-thread CTA
+/// per 128-element K-group. The Hopper twin (`kernels_src/hopper/fp8_act_quant_hopper.cu`) gives
+/// each group 16 threads that load one `uint4` each, and packs 8 groups into a CTA. Only the
+/// `hopper` family carries the twin; on other targets its handle is 0 and the shared kernel runs.
+/// `fp8_act_quant_floor.hpp` decides when the twin runs.
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include "kiln/kernel_handle.hpp"
+#include "kiln/ops/fp8_act_quant_floor.hpp"
+
+namespace kiln {
+class GpuBackend;
+}
+
+namespace kiln::ops {
+
+/// Module of the shared quantizer; the file and the kernel share this name.
+inline constexpr std::string_view FP8_QUANT_MODULE = "per_token_group_quant_fp8";
+/// Entry point of the shared quantizer.
+inline constexpr std::string_view FP8_QUANT_ENTRY = "per_token_group_quant_fp8";
+/// Module (file stem) of the Hopper twin.
+inline constexpr std::string_view FP8_QUANT_HOPPER_MODULE = "fp8_act_quant_hopper";
+/// Entry point of the Hopper twin. It differs from the shared entry point, so a Hopper image
+/// carries both kernels.
+inline constexpr std::string_view FP8_QUANT_HOPPER_ENTRY = "per_token_group_quant_fp8_hopper";
+
+/// Elements per quantization group (one fp32 scale each).
+inline constexpr std::uint32_t FP8_QUANT_GROUP = 128;
+/// K-groups one Hopper CTA covers: 128 threads / 16 threads per group, as `HQ_GROUPS_PER_CTA` in
+/// the `.cu`. The kernel derives its group span from `gridDim.y`, so this value sets only the
+/// grid's Y extent.
+inline constexpr std::uint32_t FP8_QUANT_HOPPER_GROUPS_PER_CTA = 8;
+
+/// One launch decision: kernel and grid come from the same `twin` flag.
+struct Fp8QuantPick {
+  KernelHandle kernel;                   ///< what to launch (0: nothing available)
+  std::array<std::uint32_t, 3> grid{};   ///< grid for `kernel`
+  bool twin = false;                     ///< the Hopper twin runs
+  std::optional<Fp8HopperReject> reject; ///< why the twin does not run; empty when it does
+  bool requested = false;                ///< the lever's value this pick used
+};
+
+/// The FP8 activation quantizer a layer launches: the shared kernel, plus the Hopper twin when the
+/// device's image has one.
+class Fp8ActQuant {
+ public:
+  /// No quantizer: both handles are 0.
+  Fp8ActQuant() = default;
+  Fp8ActQuant(KernelHandle shared, KernelHandle hopper, std::uint32_t sm_count)
+      : shared_(shared), hopper_(hopper), sm_count_(sm_count) {}
+
+  /// Probe both kernels on `gpu`; a missing one resolves to 0. The SM count is `gpu`'s.
+  static Fp8ActQuant resolve(GpuBackend& gpu);
+  /// A quantizer with only the shared kernel.
+  static Fp8ActQuant shared_only(KernelHandle shared, std::uint32_t sm_count = 0);
+
+  KernelHandle shared() const noexcept { return shared_; }
+  KernelHandle hopper() const noexcept { return hopper_; }
+  std::uint32_t sm_count() const noexcept { return sm_count_; }
+
+  /// Is there a quantizer to launch at all? True when either handle is loaded, whatever the width;
+  /// `pick` is the per-launch choice.
+  bool available() const noexcept { return shared_.loaded() || hopper_.loaded(); }
+  /// Is the twin in this image? Whether a launch uses it is `Fp8QuantPick::twin`.
+  bool twin_present() const noexcept { return hopper_.loaded(); }
+
+  /// Which kernel this `(m, k)` launches, on which grid, and why not the other, from the process's
+  /// lever and the device's SM count. Logs the verdict once per process per slot.
+  Fp8QuantPick pick(std::uint32_t m, std::uint32_t k) const;
+  /// `pick` over an explicit lever value and SM count. Pure, so CPU tests can grade any `(m, k)`.
+  Fp8QuantPick pick_with(bool requested, std::uint32_t m, std::uint32_t k, std::uint32_t sm_count) const;
+
+  /// The handle this `(m, k)` launches.
+  KernelHandle kernel(std::uint32_t m, std::uint32_t k) const { return pick(m, k).kernel; }
+  /// The grid for `(m, k)`, from the same pick as `kernel`.
+  std::array<std::uint32_t, 3> grid(std::uint32_t m, std::uint32_t k) const { return pick(m, k).grid; }
+
+ private:
+  KernelHandle shared_;
+  KernelHandle hopper_;
+  std::uint32_t sm_count_ = 0;
+};
+
+/// Grid for one quantizer launch. Pure.
+///
+/// M is on grid X in both arms: X allows 2^31-1 blocks, Y only 65535.
+/// Shared arm: `(M, K/128, 1)`, one CTA per K-group; the kernel reads the group from `blockIdx.y`.
+/// Hopper arm: `(M, max(1, ceil(K/128 / 8)), 1)`. The kernel derives its group span as
+/// `ceil(L / gridDim.y)`, so any Y in `1..=L` covers every group exactly once; the Y extent is a
+/// speed choice. kiln clamps it to the driver's grid-Y limit (65535, reached only past K = 2^26),
+/// where each CTA's span grows past 8 groups and its 8 slots loop.
+inline constexpr std::uint32_t FP8_QUANT_MAX_GRID_Y = 65535;
+std::array<std::uint32_t, 3> fp8_quant_grid(bool hopper, std::uint32_t m, std::uint32_t k);
+
+/// The half-open K-group range one Hopper CTA owns, computed as the `.cu` computes
+/// `gpc`/`g0`/`g_end`, so host tests can check that the grid's Y extent and the kernel's span
+/// partition the groups. `grid_y` must be at least 1.
+std::pair<std::uint32_t, std::uint32_t> fp8_quant_hopper_span(std::uint32_t groups, std::uint32_t grid_y,
+                                                              std::uint32_t block_y);
+
+/// The group slot thread `tid` of a Hopper CTA works on, and the half-open range `[start, end)` of
+/// 8 elements it owns within that 128-element group, as `sub`/`lane` in the `.cu`.
+struct Fp8HopperLane {
+  std::uint32_t sub;
+  std::uint32_t start;
+  std::uint32_t end;
+};
+/// Nothing when the slot is past the CTA's span.
+std::optional<Fp8HopperLane> fp8_quant_hopper_lane(std::uint32_t tid, std::uint32_t span);
+
+}  // namespace kiln::ops

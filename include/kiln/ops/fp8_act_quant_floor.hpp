@@ -1,0 +1,66 @@
+#pragma once
+/// @file
+/// When the Hopper twin of the FP8 activation quantizer runs: the lever, the CTA floor and the
+/// once-per-process log lines. Pure functions of plain integers except the lever read and `note`.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace kiln::ops {
+
+/// The twin must fill the device: at least this many of its CTAs per SM, else the shared kernel
+/// (one CTA per group, 8x the CTAs) runs. The floor counts CTAs, not tokens, because the same M is
+/// a different amount of work at a different K.
+inline constexpr std::uint32_t FP8_QUANT_MIN_CTAS_PER_SM = 2;
+
+/// Why the twin does not run. Each has a stable text (`to_string`).
+enum class Fp8HopperReject {
+  absent,         ///< "kernel absent from this image (hopper family only)"
+  not_requested,  ///< "not requested"
+  too_few_ctas,   ///< "too few CTAs to fill the device at 8 K-groups per CTA"
+  misaligned,     ///< "pointers not 16-byte aligned for the twin's uint4 loads"
+};
+inline constexpr std::size_t FP8_HOPPER_REJECT_COUNT = 4;
+
+std::string_view to_string(Fp8HopperReject reason);
+
+/// `FP8_QUANT_MIN_CTAS_PER_SM * max(sm_count, 1)`.
+std::uint64_t fp8_quant_min_ctas(std::uint32_t sm_count);
+/// CTAs of the twin's grid for `(m, k)`: the product of `fp8_quant_grid(true, m, k)`. 64-bit, so
+/// it cannot overflow for any 32-bit `m` and `k`.
+std::uint64_t fp8_quant_hopper_ctas(std::uint32_t m, std::uint32_t k);
+/// The smallest M whose twin grid reaches the floor at this K (132 SMs: 53 at K=5120, 44 at
+/// K=6144, 16 at K=17408). Saturates at UINT32_MAX.
+std::uint32_t fp8_quant_hopper_min_m(std::uint32_t k, std::uint32_t sm_count);
+
+/// Why the twin does not run for this launch, or nothing when it runs. In this order:
+/// 1. twin absent -> absent;
+/// 2. no shared kernel -> nothing: the twin runs whatever the lever and floor say, since a refusal
+///    would hand the launch to a kernel that does not exist;
+/// 3. lever off -> not_requested;
+/// 4. twin grid below `fp8_quant_min_ctas(sm_count)` -> too_few_ctas;
+/// 5. otherwise nothing.
+std::optional<Fp8HopperReject> fp8_act_quant_hopper_reject(bool requested, bool twin_present,
+                                                           bool shared_present, std::uint32_t m,
+                                                           std::uint32_t k, std::uint32_t sm_count);
+
+/// `KILN_FP8_ACT_QUANT_HOPPER` (`1`/`0` and the other switch words; default on), read once per
+/// process. A bad value is one warning and the default.
+bool fp8_act_quant_hopper_enabled();
+
+/// Log slots: one per verdict line, so each distinct verdict is printed once per process even when
+/// M changes between launches (one shared once-flag would hide the second verdict).
+inline constexpr std::size_t FP8_VERDICT_SLOT_TWIN = 0;
+inline constexpr std::size_t FP8_VERDICT_SLOT_COUNT = 1 + FP8_HOPPER_REJECT_COUNT;
+
+/// Which slot a verdict logs under: the twin running -> FP8_VERDICT_SLOT_TWIN; a refusal while the
+/// lever asked for the twin -> 1 + reason; nothing when the lever is off.
+std::optional<std::size_t> fp8_act_quant_verdict_slot(bool requested, std::optional<Fp8HopperReject> reject);
+
+/// Log the verdict once per process per slot (info level). Thread-safe.
+void fp8_act_quant_note_verdict(bool requested, std::optional<Fp8HopperReject> reject,
+                                std::uint32_t m, std::uint32_t k);
+
+}  // namespace kiln::ops

@@ -1,0 +1,76 @@
+#pragma once
+/// @file
+/// Compile targets: what NVRTC builds for one device. Pure, CPU-tested.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln {
+
+/// What NVRTC hands the driver: machine code for one arch, or PTX the driver finishes.
+enum class OutputKind { cubin, ptx };
+std::string_view to_string(OutputKind kind);
+
+/// A GPU's compute capability, e.g. {9, 0} for the H100/H200.
+struct ComputeCapability {
+  int major = 0;
+  int minor = 0;
+  int number() const noexcept { return major * 10 + minor; }  ///< 90 for 9.0
+  friend bool operator==(ComputeCapability a, ComputeCapability b) noexcept {
+    return a.major == b.major && a.minor == b.minor;
+  }
+};
+
+/// A compile target: `sm_90a` (CUBIN, arch-specific), `sm_86` (CUBIN), `compute_120` (PTX).
+struct Target {
+  ComputeCapability cc;
+  bool arch_specific = false;  ///< the `a` suffix: arch-specific instructions allowed
+  OutputKind kind = OutputKind::cubin;
+
+  /// `sm_90a`, `compute_120`, ...: the string NVRTC's `-arch=` takes.
+  std::string name() const;
+  /// Whether modules of `family` are built for this target: "common" always, "hopper" only on 9.0.
+  bool carries(std::string_view family) const;
+
+  friend bool operator==(const Target& a, const Target& b) noexcept {
+    return a.cc == b.cc && a.arch_specific == b.arch_specific && a.kind == b.kind;
+  }
+};
+
+/// Parse `sm_90a`, `sm_90`, `compute_120`, `compute_90a`. Throws kiln::Error naming the text and
+/// the accepted forms on anything else.
+Target parse_target(std::string_view text);
+
+/// A version as NVRTC and the driver report it, e.g. {13, 0}. The driver's integer 13000 is {13, 0}.
+struct Version {
+  int major = 0;
+  int minor = 0;
+  friend bool operator<(Version a, Version b) noexcept {
+    return a.major != b.major ? a.major < b.major : a.minor < b.minor;
+  }
+  friend bool operator==(Version a, Version b) noexcept { return a.major == b.major && a.minor == b.minor; }
+  std::string str() const;  ///< "13.0"
+};
+
+/// The target for one device, or why there is none.
+struct TargetChoice {
+  std::optional<Target> target;
+  std::string reason;  ///< why this target (or why none); for people and logs
+};
+
+/// Everything target selection depends on, so the rule is a pure function of it.
+struct TargetInputs {
+  ComputeCapability device;
+  std::vector<int> nvrtc_archs;        ///< nvrtcGetSupportedArchs: 75, 80, ..., 120
+  std::optional<Version> nvrtc;        ///< absent: NVRTC could not be loaded
+  std::optional<Version> driver;       ///< absent: no driver
+};
+
+/// The rule (README "Targets"): exact-arch CUBIN when NVRTC knows the arch, with the `a` suffix from
+/// compute capability 9.0; a GPU newer than NVRTC gets PTX for the newest `compute_` NVRTC knows,
+/// but only when the driver is at least as new as NVRTC.
+TargetChoice select_target(const TargetInputs& inputs);
+
+}  // namespace kiln

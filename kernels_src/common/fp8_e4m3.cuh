@@ -1,0 +1,2 @@
+// PLACEHOLDER: being written (fp8 helper).
+#pragma once

@@ -1,0 +1,7 @@
+#include "kiln/version.hpp"
+
+namespace kiln {
+
+std::string_view version_string() noexcept { return KILN_VERSION; }
+
+}  // namespace kiln

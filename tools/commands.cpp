@@ -1,0 +1,18 @@
+#include "commands.hpp"
+
+namespace kiln::cli {
+
+namespace {
+int status = 0;
+}
+
+int exit_code() { return status; }
+void set_exit_code(int code) { status = code; }
+
+void add_all_commands(CLI::App& app) {
+  add_list_command(app);
+  add_info_command(app);
+  add_pick_command(app);
+}
+
+}  // namespace kiln::cli

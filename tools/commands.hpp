@@ -1,0 +1,19 @@
+#pragma once
+// The kiln subcommands. Each lives in its own tools/cmd_<name>.cpp and registers itself here.
+
+#include <CLI/CLI.hpp>
+
+namespace kiln::cli {
+
+void add_all_commands(CLI::App& app);
+
+void add_list_command(CLI::App& app);
+void add_info_command(CLI::App& app);
+void add_pick_command(CLI::App& app);
+
+/// The process's exit status, set by a subcommand that fails without throwing (e.g. a check that
+/// found bad entries).
+int exit_code();
+void set_exit_code(int code);
+
+}  // namespace kiln::cli
