@@ -22,6 +22,14 @@ Fp8QuantPick Fp8ActQuant::pick(std::uint32_t m, std::uint32_t k) const {
 }
 
 Fp8QuantPick Fp8ActQuant::pick_with(bool requested, std::uint32_t m, std::uint32_t k,
+                                    std::uint32_t sm_count, bool twin_aligned) const {
+  Fp8QuantPick chosen = pick_with(requested, m, k, sm_count);
+  if (chosen.twin && !twin_aligned && shared_.loaded())
+    chosen = Fp8QuantPick{shared_, fp8_quant_grid(false, m, k), false, Fp8HopperReject::misaligned, requested};
+  return chosen;
+}
+
+Fp8QuantPick Fp8ActQuant::pick_with(bool requested, std::uint32_t m, std::uint32_t k,
                                     std::uint32_t sm_count) const {
   const auto reject = fp8_act_quant_hopper_reject(requested, twin_present(), shared_.loaded(), m, k, sm_count);
   const bool twin = !reject.has_value();

@@ -82,6 +82,20 @@ class Fp8ActQuant {
   Fp8QuantPick pick(std::uint32_t m, std::uint32_t k) const;
   /// `pick` over an explicit lever value and SM count. Pure, so CPU tests can grade any `(m, k)`.
   Fp8QuantPick pick_with(bool requested, std::uint32_t m, std::uint32_t k, std::uint32_t sm_count) const;
+  /// `pick_with` for pointers that may not suit the twin: when `twin_aligned` is false and the
+  /// shared kernel exists, the shared kernel runs and the reason is `misaligned`.
+  Fp8QuantPick pick_with(bool requested, std::uint32_t m, std::uint32_t k, std::uint32_t sm_count,
+                         bool twin_aligned) const;
+
+  /// Quantize row-major bf16 `x[m, k]` into e4m3 `q[m, k]` and fp32 `scales[m, k/128]` on the
+  /// caller's `stream` (a CUstream; nullptr is the legacy default stream), with the kernel and grid
+  /// of one `pick`. All pointers are device pointers. Validated before any launch, with an error
+  /// naming the argument: `k` a multiple of 128; non-null pointers; `x` 2-byte and `scales` 4-byte
+  /// aligned (the twin also wants `x` 16-byte and `q` 8-byte aligned, else the shared kernel runs);
+  /// `m` <= 2^31-1 (grid X); for the shared kernel `k/128` <= 65535 (grid Y). `m == 0` or
+  /// `k == 0` is a no-op. Throws kiln::Error when no kernel is available. Returns the pick used.
+  Fp8QuantPick launch(GpuBackend& gpu, const void* x, void* q, float* scales, std::uint32_t m,
+                      std::uint32_t k, void* stream) const;
 
   /// The handle this `(m, k)` launches.
   KernelHandle kernel(std::uint32_t m, std::uint32_t k) const { return pick(m, k).kernel; }
