@@ -10,6 +10,9 @@ void add_all_commands(CLI::App& app);
 void add_list_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_pick_command(CLI::App& app);
+void add_dump_command(CLI::App& app);
+void add_compile_command(CLI::App& app);
+void add_cache_command(CLI::App& app);
 
 /// The process's exit status, set by a subcommand that fails without throwing (e.g. a check that
 /// found bad entries).

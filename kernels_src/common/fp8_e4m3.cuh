@@ -1,2 +1,82 @@
-// PLACEHOLDER: being written (fp8 helper).
 #pragma once
+// The numerics both FP8 quantizers share: bf16 unpacking, the group scale, the clamped ratio and
+// the e4m3 (OCP E4M3FN: bias 7, no infinity, 0x7F/0xFF NaN, max 448) conversion. Keeping them in
+// one header is what makes the two kernels byte-identical.
+//
+// No toolkit header is included: NVRTC receives this file by name and compiles with no include
+// path, so only compiler builtins are used.
+//
+// The software conversion is plain integer code so the CPU tests (tests/test_fp8_reference.cpp)
+// can compile it and check it against the reference's independent nearest-code search.
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define KILN_FP8_FN __device__ __forceinline__
+#else
+#define KILN_FP8_FN inline
+#endif
+
+namespace kiln::fp8 {
+
+constexpr unsigned GROUP = 128;       // elements per group, one fp32 scale each
+constexpr float E4M3_MAX = 448.0f;
+constexpr float ABSMAX_EPS = 1e-10f;  // vLLM's eps: an all-zero group gets a finite scale
+
+// Rounds v / 2^s to nearest, ties to even. Needs 1 <= s <= 24 and v + 2^(s-1) < 2^32 (no wrap).
+KILN_FP8_FN unsigned rne_shift_right(unsigned v, unsigned s) {
+  return (v + ((1u << (s - 1)) - 1u) + ((v >> s) & 1u)) >> s;
+}
+
+// e4m3 of the float with bits `u`, round to nearest even, saturating: |x| >= 448 (infinity
+// included) gives 448, NaN gives 0x7F. The same result as `cvt.rn.satfinite.e4m3x2.f32` for every
+// non-NaN input.
+KILN_FP8_FN unsigned e4m3_from_bits(unsigned u) {
+  const unsigned sign = (u >> 24) & 0x80u;
+  const unsigned a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return 0x7fu;
+  // Why from 448 and not from the 448/480 midpoint: 480 is not a code (0x7F is NaN), so all saturates.
+  if (a >= 0x43e00000u) return sign | 0x7eu;
+  // Normal e4m3 (|x| >= 2^-6): rebias the exponent from 127 to 7 (subtract 120 << 23) and round
+  // the 23-bit mantissa to 3 bits; a rounding carry walks into the exponent, as it should.
+  if (a >= 0x3c800000u) return sign | rne_shift_right(a - 0x3c000000u, 20);
+  // Subnormal e4m3: a multiple of 2^-9. |x| * 2^9 = significand * 2^-(141 - exponent) for a normal
+  // float, significand * 2^-140 for a subnormal one; past a shift of 24 it is below 1/2.
+  const unsigned e = a >> 23;
+  const unsigned significand = e ? ((a & 0x7fffffu) | 0x800000u) : a;
+  const unsigned s = e ? 141u - e : 140u;
+  return s > 24u ? sign : sign | rne_shift_right(significand, s);
+}
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+
+KILN_FP8_FN float bf16_to_float(unsigned short bits) { return __uint_as_float(static_cast<unsigned>(bits) << 16); }
+// The two bf16 packed in one 32-bit word: element 2j in the low half, 2j+1 in the high half.
+KILN_FP8_FN float bf16_low(unsigned w) { return __uint_as_float(w << 16); }
+KILN_FP8_FN float bf16_high(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
+
+// Two e4m3 codes in one 16-bit value: `lo` in bits 0-7 (the lower address), `hi` in bits 8-15.
+KILN_FP8_FN unsigned e4m3x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  unsigned short pair;
+  // Why this operand order: the instruction puts its first source in the upper byte.
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(hi), "f"(lo));
+  return pair;
+#else
+  return e4m3_from_bits(__float_as_uint(lo)) | (e4m3_from_bits(__float_as_uint(hi)) << 8);
+#endif
+}
+
+KILN_FP8_FN unsigned char e4m3(float v) { return static_cast<unsigned char>(e4m3x2(v, 0.0f)); }
+
+// The group scale from the NaN-free max |x| of the group (fmaxf drops NaN). __fdiv_rn, not `/`:
+// IEEE division whatever -prec-div / -use_fast_math say, so the bytes never depend on options.
+KILN_FP8_FN float group_scale(float absmax) { return __fdiv_rn(fmaxf(absmax, ABSMAX_EPS), E4M3_MAX); }
+
+// What gets converted: x / scale by true division (x * (1/scale) changes bytes), clamped to
+// +-448. fmaxf drops NaN, so a NaN element becomes -448.
+KILN_FP8_FN float clamped_ratio(float x, float scale) {
+  return fminf(fmaxf(__fdiv_rn(x, scale), -E4M3_MAX), E4M3_MAX);
+}
+
+#endif
+
+}  // namespace kiln::fp8

@@ -1,0 +1,49 @@
+#include "driver/devices.hpp"
+
+#include <array>
+
+#include "driver/driver_check.hpp"
+
+namespace kiln::driver {
+
+namespace {
+
+int attribute(const DriverApi& api, CUdevice device, CUdevice_attribute which) {
+  int value = 0;
+  check(api, api.cuDeviceGetAttribute(&value, which, device), "cuDeviceGetAttribute");
+  return value;
+}
+
+}  // namespace
+
+int device_count(const DriverApi& api) {
+  int count = 0;
+  check(api, api.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  return count;
+}
+
+DeviceInfo device_info(const DriverApi& api, int ordinal) {
+  CUdevice device = 0;
+  check(api, api.cuDeviceGet(&device, ordinal), "cuDeviceGet");
+  std::array<char, 256> name{};
+  check(api, api.cuDeviceGetName(name.data(), static_cast<int>(name.size()), device), "cuDeviceGetName");
+  name.back() = '\0';  // Why: the driver truncates long names without promising a terminator.
+
+  DeviceInfo info;
+  info.ordinal = ordinal;
+  info.name = name.data();
+  info.cc.major = attribute(api, device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  info.cc.minor = attribute(api, device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  info.sm_count = static_cast<std::uint32_t>(attribute(api, device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT));
+  return info;
+}
+
+std::vector<DeviceInfo> devices(const DriverApi& api) {
+  std::vector<DeviceInfo> all;
+  const int count = device_count(api);
+  all.reserve(static_cast<std::size_t>(count));
+  for (int ordinal = 0; ordinal < count; ++ordinal) all.push_back(device_info(api, ordinal));
+  return all;
+}
+
+}  // namespace kiln::driver

@@ -1,0 +1,26 @@
+#include "driver/driver_check.hpp"
+
+namespace kiln::driver {
+
+std::string result_text(const DriverApi& api, CUresult result) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  // Why: for a code it does not know the driver returns CUDA_ERROR_INVALID_VALUE and leaves the
+  // pointer alone, so both the result and the pointer are checked.
+  if (api.cuGetErrorName == nullptr || api.cuGetErrorName(result, &name) != CUDA_SUCCESS || name == nullptr)
+    return "CUresult " + std::to_string(static_cast<int>(result)) + " (unknown)";
+  if (api.cuGetErrorString == nullptr || api.cuGetErrorString(result, &text) != CUDA_SUCCESS || text == nullptr)
+    return name;
+  return std::string(name) + " (" + text + ")";
+}
+
+std::string driver_error_message(const DriverApi& api, CUresult result, const char* call) {
+  return std::string(call) + " failed: " + result_text(api, result);
+}
+
+void throw_driver_error(const DriverApi& api, CUresult result, const char* call, ErrorContext context) {
+  context.call = call;
+  throw_error(driver_error_message(api, result, call), std::move(context));
+}
+
+}  // namespace kiln::driver

@@ -1,0 +1,29 @@
+#pragma once
+/// @file
+/// Turning a driver result into words and into kiln::Error. Every driver call goes through
+/// `check` (or, where the caller must keep going, through `driver_error_message`).
+
+#include <string>
+
+#include "driver/driver_api.hpp"
+#include "kiln/error.hpp"
+
+namespace kiln::driver {
+
+/// `CUDA_ERROR_INVALID_IMAGE (device kernel image is invalid)`; `CUresult 999 (unknown)` when the
+/// driver has no name for it or the table lacks cuGetErrorName.
+std::string result_text(const DriverApi& api, CUresult result);
+
+/// `cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_IMAGE (device kernel image is invalid)`.
+std::string driver_error_message(const DriverApi& api, CUresult result, const char* call);
+
+/// Throws kiln::Error with `driver_error_message` and `context.call = call`.
+[[noreturn]] void throw_driver_error(const DriverApi& api, CUresult result, const char* call,
+                                     ErrorContext context = {});
+
+/// Throws (as throw_driver_error) unless `result` is CUDA_SUCCESS.
+inline void check(const DriverApi& api, CUresult result, const char* call) {
+  if (result != CUDA_SUCCESS) throw_driver_error(api, result, call);
+}
+
+}  // namespace kiln::driver

@@ -1,0 +1,124 @@
+#pragma once
+// Shared by the disk cache tests: a temporary folder, a warning counter on kiln's logger, and
+// sample modules and keys.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <stdexcept>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <spdlog/sinks/base_sink.h>
+
+#include "kiln/cache_key.hpp"
+#include "kiln/disk_cache.hpp"
+#include "kiln/log.hpp"
+
+namespace kiln::test {
+
+/// mkdtemp under /tmp, removed with everything in it at the end of the scope.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = "/tmp/kiln-cache-test-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::permissions(path_, std::filesystem::perms::owner_all, ignored);
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+/// Counts the warnings kiln logs while it exists.
+class WarningCounter {
+ public:
+  WarningCounter() : sink_(std::make_shared<Sink>()) { logger().sinks().push_back(sink_); }
+  ~WarningCounter() {
+    auto& sinks = logger().sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+  std::size_t count() const { return sink_->messages().size(); }
+  std::string all() const {
+    std::string out;
+    for (const auto& message : sink_->messages()) out += message + "\n";
+    return out;
+  }
+
+ private:
+  class Sink : public spdlog::sinks::base_sink<std::mutex> {
+   public:
+    std::vector<std::string> messages() {
+      std::lock_guard<std::mutex> lock(mutex_);
+      return messages_;
+    }
+
+   protected:
+    void sink_it_(const spdlog::details::log_msg& msg) override {
+      if (msg.level == spdlog::level::warn) messages_.emplace_back(msg.payload.data(), msg.payload.size());
+    }
+    void flush_() override {}
+
+   private:
+    std::vector<std::string> messages_;
+  };
+  std::shared_ptr<Sink> sink_;
+};
+
+inline Target sm90a() { return Target{{9, 0}, true, OutputKind::cubin}; }
+inline Target sm80() { return Target{{8, 0}, false, OutputKind::cubin}; }
+
+inline CacheKey key_for(const std::string& module, const Target& target) {
+  CacheKeyInputs inputs;
+  inputs.nvrtc = {13, 0};
+  const std::string name = target.name();
+  inputs.target = name;
+  inputs.kind = target.kind;
+  inputs.options = {"-arch=" + name};
+  inputs.module = module;
+  inputs.source = "source of " + module;
+  return make_cache_key(inputs);
+}
+
+/// A module whose bytes are a function of its name and target, so any mix-up shows.
+inline CompiledModule module_for(const std::string& module, const Target& target, std::size_t cubin_bytes = 1000) {
+  CompiledModule out;
+  out.module = module;
+  out.target = target;
+  out.options = {"-arch=" + target.name(), "--std=c++17"};
+  out.ptx = "// ptx of " + module + " for " + target.name() + "\n";
+  out.cubin.resize(cubin_bytes);
+  for (std::size_t i = 0; i < cubin_bytes; ++i) out.cubin[i] = static_cast<std::uint8_t>(i * 31 + module.size());
+  out.log = "log of " + module;
+  out.compile_ms = 42.5;
+  return out;
+}
+
+inline bool same_module(const CompiledModule& a, const CompiledModule& b) {
+  return a.module == b.module && a.target == b.target && a.options == b.options && a.ptx == b.ptx &&
+         a.cubin == b.cubin && a.log == b.log && a.compile_ms == b.compile_ms;
+}
+
+inline DiskCacheConfig config_for(const std::string& dir, std::uint64_t max_bytes = std::uint64_t{1} << 30,
+                                  std::chrono::milliseconds lock_timeout = std::chrono::seconds(20)) {
+  DiskCacheConfig config;
+  config.dir = dir;
+  config.max_bytes = max_bytes;
+  config.lock_timeout = lock_timeout;
+  config.nvrtc = Version{13, 0};
+  return config;
+}
+
+}  // namespace kiln::test

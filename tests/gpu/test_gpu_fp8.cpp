@@ -1,0 +1,246 @@
+// The FP8 quantizer on a real GPU: every byte of q and every scale, both arms, against the CPU
+// reference (tests/../include/kiln/ops/fp8_reference.hpp), on fresh random inputs each run, with
+// outputs poisoned before each launch so an unwritten byte fails.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <future>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "device_buffer.hpp"
+#include "kiln/ops/fp8_act_quant.hpp"
+#include "kiln/ops/fp8_reference.hpp"
+#include "kiln/service.hpp"
+
+using namespace kiln;
+using namespace kiln::ops;
+
+namespace {
+
+struct Gpu {
+  Service service{0};
+  driver::PrimaryContext context{driver::driver_api(), 0};
+  Fp8ActQuant quant = service.fp8_act_quant();
+};
+
+Gpu& gpu() {
+  static Gpu instance;
+  return instance;
+}
+
+std::uint64_t run_seed() {
+  static const std::uint64_t seed = std::random_device{}();
+  return seed;
+}
+
+// Random bf16 with magnitudes spread over many binades, so groups have varied scales.
+std::vector<std::uint16_t> random_input(std::uint32_t m, std::uint32_t k, std::uint64_t salt) {
+  std::vector<std::uint16_t> x(static_cast<std::size_t>(m) * k);
+  const unsigned threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      std::mt19937_64 rng(run_seed() ^ (salt * 0x9E3779B97F4A7C15ull) ^ t);
+      std::normal_distribution<float> normal(0.f, 1.f);
+      std::uniform_int_distribution<int> exponent(-20, 20);
+      const std::size_t rows_per = (m + threads - 1) / threads;
+      for (std::size_t r = t * rows_per; r < std::min<std::size_t>(m, (t + 1) * rows_per); ++r) {
+        for (std::uint32_t g = 0; g < k / 128; ++g) {
+          const float group_scale = std::ldexp(1.f, exponent(rng));
+          for (std::uint32_t e = 0; e < 128; ++e)
+            x[r * k + g * 128 + e] = float_to_bf16(normal(rng) * group_scale);
+        }
+      }
+    });
+  for (auto& th : pool) th.join();
+  return x;
+}
+
+void reference(const std::vector<std::uint16_t>& x, std::uint32_t m, std::uint32_t k, std::vector<std::uint8_t>& q,
+               std::vector<float>& s) {
+  q.assign(static_cast<std::size_t>(m) * k, 0);
+  s.assign(static_cast<std::size_t>(m) * (k / 128), 0.f);
+  const unsigned threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  const std::uint32_t rows_per = (m + threads - 1) / threads;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      const std::uint32_t r0 = std::min(m, t * rows_per), r1 = std::min(m, (t + 1) * rows_per);
+      if (r1 > r0)
+        fp8_quantize_reference(x.data() + std::size_t{r0} * k, r1 - r0, k, q.data() + std::size_t{r0} * k,
+                               s.data() + std::size_t{r0} * (k / 128));
+    });
+  for (auto& th : pool) th.join();
+}
+
+struct DeviceOutputs {
+  std::vector<std::uint8_t> q;
+  std::vector<float> s;
+};
+
+// Launch one arm directly with `grid_y` (0: the pick core's grid for that arm).
+DeviceOutputs run_arm(const std::vector<std::uint16_t>& x, std::uint32_t m, std::uint32_t k, bool twin,
+                      std::uint32_t grid_y = 0) {
+  auto& g = gpu();
+  const std::size_t n = static_cast<std::size_t>(m) * k;
+  test::DeviceBuffer dx(g.context, n * 2), dq(g.context, n), ds(g.context, std::size_t{m} * (k / 128) * 4);
+  dx.upload(x.data(), n * 2);
+  dq.fill(0xCD);  // poison: 0xCD is a valid e4m3 code, so only a byte the kernel wrote can match
+  ds.fill(0xFF);  // poison: NaN scales
+  auto grid = fp8_quant_grid(twin, m, k);
+  if (grid_y != 0) grid[1] = grid_y;
+  const void* px = dx.get();
+  void* pq = dq.get();
+  void* ps = ds.get();
+  std::uint32_t k_arg = k;
+  void* args[] = {&px, &pq, &ps, &k_arg};
+  g.service.backend().launch(twin ? g.quant.hopper() : g.quant.shared(), Dim3{grid[0], grid[1], grid[2]},
+                             Dim3{128, 1, 1}, 0, nullptr, args);
+  test::synchronize(g.context);
+  DeviceOutputs out;
+  out.q.resize(n);
+  out.s.resize(std::size_t{m} * (k / 128));
+  dq.download(out.q.data(), out.q.size());
+  ds.download(out.s.data(), out.s.size() * 4);
+  return out;
+}
+
+void check_equal(const std::vector<std::uint8_t>& q, const std::vector<float>& s, const DeviceOutputs& got,
+                 std::uint32_t m, std::uint32_t k) {
+  const auto mismatch = compare_fp8_outputs(q.data(), s.data(), got.q.data(), got.s.data(), m, k);
+  if (mismatch) FAIL(to_string(*mismatch));
+}
+
+void check_both_arms(const std::vector<std::uint16_t>& x, std::uint32_t m, std::uint32_t k) {
+  std::vector<std::uint8_t> q;
+  std::vector<float> s;
+  reference(x, m, k, q, s);
+  const auto shared = run_arm(x, m, k, false);
+  check_equal(q, s, shared, m, k);
+  const auto twin = run_arm(x, m, k, true);
+  check_equal(q, s, twin, m, k);
+  // The twin equals the shared kernel byte for byte (implied above, stated for the report).
+  CHECK(std::memcmp(shared.q.data(), twin.q.data(), shared.q.size()) == 0);
+  CHECK(std::memcmp(shared.s.data(), twin.s.data(), shared.s.size() * 4) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("the H200 gets sm_90a and both quantizer kernels") {
+  auto& g = gpu();
+  INFO("device " << g.service.backend().device().name << ", seed " << run_seed());
+  REQUIRE(g.service.backend().target().has_value());
+  const auto& device = g.service.backend().device();
+  if (device.cc.major == 9 && device.cc.minor == 0) {
+    CHECK(g.service.backend().target()->name() == "sm_90a");
+    CHECK(g.quant.twin_present());
+  }
+  CHECK(g.quant.shared().loaded());
+  CHECK(g.service.backend().try_target_kernel(FP8_QUANT_HOPPER_MODULE, FP8_QUANT_HOPPER_ENTRY) == g.quant.hopper());
+}
+
+TEST_CASE("both arms match the CPU reference at decode and prefill shapes") {
+  REQUIRE(gpu().quant.twin_present());
+  std::uint64_t salt = 1;
+  for (std::uint32_t m : {1u, 2u, 7u, 16u, 17u, 25u, 1168u, 4576u, 8192u})
+    for (std::uint32_t k : {128u, 1024u, 2048u, 5120u, 6144u, 7168u, 16384u, 17408u, 18432u}) {
+      CAPTURE(m, k, run_seed());
+      check_both_arms(random_input(m, k, salt++), m, k);
+    }
+}
+
+TEST_CASE("special values: zeros, denormals, huge values, zero groups, single non-zero, NaN, inf") {
+  const std::uint32_t m = 8, k = 1024;
+  auto x = random_input(m, k, 999);
+  auto set = [&](std::uint32_t row, std::uint32_t col, float v) { x[std::size_t{row} * k + col] = float_to_bf16(v); };
+  for (std::uint32_t e = 0; e < 128; ++e) set(0, e, 0.f);                     // whole zero group
+  for (std::uint32_t e = 0; e < 128; ++e) set(0, 128 + e, e == 77 ? 3.5f : 0.f);  // single non-zero
+  for (std::uint32_t e = 0; e < 128; ++e) set(1, e, std::ldexp(1.f, -130) * (e % 7));  // bf16 denormals
+  for (std::uint32_t e = 0; e < 128; ++e) set(1, 128 + e, (e % 2 ? -3e38f : 3e38f) / (1 + e % 5));  // huge
+  for (std::uint32_t e = 0; e < 128; ++e) set(2, e, e == 5 ? NAN : 1.f + e);  // a NaN element
+  for (std::uint32_t e = 0; e < 128; ++e) set(2, 128 + e, e == 9 ? INFINITY : 1.f + e);  // an inf element
+  for (std::uint32_t e = 0; e < 128; ++e) set(3, e, e == 0 ? -INFINITY : (e == 1 ? NAN : -2.f));
+  for (std::uint32_t e = 0; e < 128; ++e) set(3, 128 + e, e % 2 ? -0.f : 0.f);  // signed zeros
+  for (std::uint32_t e = 0; e < 128; ++e) set(4, e, std::ldexp(1.f, -126) * (1 + e));  // tiny normals (< eps)
+  check_both_arms(x, m, k);
+}
+
+TEST_CASE("the twin covers every group at any grid Y in 1..=L") {
+  const std::uint32_t m = 3, k = 128 * 37;
+  const auto x = random_input(m, k, 4242);
+  std::vector<std::uint8_t> q;
+  std::vector<float> s;
+  reference(x, m, k, q, s);
+  for (std::uint32_t y : {1u, 2u, 3u, 4u, 5u, 7u, 36u, 37u}) {
+    CAPTURE(y);
+    check_equal(q, s, run_arm(x, m, k, true, y), m, k);
+  }
+}
+
+TEST_CASE("grid-Y limit: the twin clamps Y at 65535 and still covers every group") {
+  const std::uint32_t k = 128 * (8 * 65535 + 8), m = 1;  // ceil(L/8) = 65536 > 65535
+  REQUIRE(fp8_quant_grid(true, m, k)[1] == FP8_QUANT_MAX_GRID_Y);
+  const auto x = random_input(m, k, 77);
+  std::vector<std::uint8_t> q;
+  std::vector<float> s;
+  reference(x, m, k, q, s);
+  check_equal(q, s, run_arm(x, m, k, true), m, k);
+}
+
+TEST_CASE("Fp8ActQuant::launch runs the picked kernel with its grid, on the caller's stream") {
+  auto& g = gpu();
+  for (std::uint32_t m : {1u, 53u, 4096u}) {
+    const std::uint32_t k = 5120;
+    CAPTURE(m);
+    const auto x = random_input(m, k, 100 + m);
+    std::vector<std::uint8_t> q;
+    std::vector<float> s;
+    reference(x, m, k, q, s);
+    const std::size_t n = std::size_t{m} * k;
+    test::DeviceBuffer dx(g.context, n * 2), dq(g.context, n), ds(g.context, std::size_t{m} * 40 * 4);
+    dx.upload(x.data(), n * 2);
+    dq.fill(0xCD);
+    ds.fill(0xFF);
+    const auto chosen = g.quant.launch(g.service.backend(), dx.get(), dq.get(), static_cast<float*>(ds.get()), m, k, nullptr);
+    test::synchronize(g.context);
+    CHECK(chosen.twin == (m >= fp8_quant_hopper_min_m(k, g.service.backend().device().sm_count) &&
+                          fp8_act_quant_hopper_enabled()));
+    DeviceOutputs got;
+    got.q.resize(n);
+    got.s.resize(std::size_t{m} * 40);
+    dq.download(got.q.data(), n);
+    ds.download(got.s.data(), got.s.size() * 4);
+    check_equal(q, s, got, m, k);
+  }
+}
+
+TEST_CASE("misaligned pointers run the shared kernel and still give the reference bytes") {
+  auto& g = gpu();
+  const std::uint32_t m = 4096, k = 1024;
+  const auto x = random_input(m, k, 31337);
+  std::vector<std::uint8_t> q;
+  std::vector<float> s;
+  reference(x, m, k, q, s);
+  const std::size_t n = std::size_t{m} * k;
+  test::DeviceBuffer dx(g.context, n * 2 + 16), dq(g.context, n + 16), ds(g.context, std::size_t{m} * 8 * 4);
+  // x offset by 2 bytes: still bf16-aligned, no longer 16-byte aligned.
+  std::vector<std::uint8_t> staging(n * 2 + 16, 0);
+  std::memcpy(staging.data() + 2, x.data(), n * 2);
+  dx.upload(staging.data(), staging.size());
+  dq.fill(0xCD);
+  ds.fill(0xFF);
+  auto* px = static_cast<std::uint8_t*>(dx.get()) + 2;
+  const auto chosen = g.quant.launch(g.service.backend(), px, dq.get(), static_cast<float*>(ds.get()), m, k, nullptr);
+  test::synchronize(g.context);
+  if (fp8_act_quant_hopper_enabled()) CHECK(chosen.reject == Fp8HopperReject::misaligned);
+  CHECK_FALSE(chosen.twin);
+  DeviceOutputs got;
+  got.q.resize(n);
+  got.s.resize(std::size_t{m} * 8);
+  dq.download(got.q.data(), n);
+  ds.download(got.s.data(), got.s.size() * 4);
+  check_equal(q, s, got, m, k);
+}

@@ -1,0 +1,274 @@
+// kiln dump / kiln compile: compile embedded modules (or a .cu file) with NVRTC, without a GPU, for
+// one target, the auto target or every arch NVRTC knows; dump writes what came out into a folder.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "kiln/compiler.hpp"
+#include "kiln/dump.hpp"
+#include "kiln/error.hpp"
+#include "kiln/log.hpp"
+#include "kiln/nvrtc.hpp"
+#include "kiln/registry.hpp"
+#include "kiln/target.hpp"
+
+extern char** environ;
+
+namespace kiln::cli {
+
+namespace {
+
+struct CompileArgs {
+  std::string arch = "auto";
+  std::string module;
+  std::string source_file;
+  std::string family = "common";
+  std::string out;
+  unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
+  bool sass = false;
+  bool json = false;
+};
+
+/// A `--source` file, kept alive for the KernelSource that views it.
+struct LoadedSource {
+  std::string text;
+  KernelSource source;
+};
+
+std::unique_ptr<LoadedSource> load_source_file(const std::string& path, const std::string& family) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_error("--source: cannot read '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto loaded = std::make_unique<LoadedSource>();
+  loaded->text = text.str();
+  loaded->source.module = std::filesystem::path(path).stem().string();
+  loaded->source.family = family;
+  loaded->source.text = loaded->text;
+  return loaded;
+}
+
+std::vector<Target> requested_targets(const std::string& arch) {
+  const auto archs = nvrtc_supported_archs();
+  if (arch == "all") {
+    if (archs.empty()) throw_error("--arch all: NVRTC reported no supported archs");
+    return nvrtc_targets(archs);
+  }
+  if (arch == "auto") return {auto_target()};
+  return {parse_supported_target(arch, archs, "--arch")};
+}
+
+std::vector<const KernelSource*> requested_modules(const CompileArgs& args, const LoadedSource* file) {
+  if (file != nullptr) return {&file->source};
+  if (args.module.empty()) {
+    std::vector<const KernelSource*> all;
+    for (const auto& source : embedded_modules()) all.push_back(&source);
+    return all;
+  }
+  if (const auto* source = find_module(args.module)) return {source};
+  std::string names;
+  for (const auto& source : embedded_modules()) names += (names.empty() ? "" : ", ") + source.module;
+  throw_invalid_argument("--module", "an embedded module (" + names + ")", "'" + args.module + "'");
+}
+
+struct Job {
+  const KernelSource* source = nullptr;
+  Target target;
+  std::optional<CompiledModule> module;
+  std::string error;
+};
+
+/// Compile every job on `threads` workers; NVRTC compiles independent programs in parallel.
+void run_jobs(std::vector<Job>& jobs, unsigned threads, const Compiler& compiler) {
+  std::atomic<std::size_t> next{0};
+  const auto work = [&] {
+    for (std::size_t i; (i = next++) < jobs.size();) {
+      try {
+        jobs[i].module = compiler.compile(*jobs[i].source, jobs[i].target);
+      } catch (const std::exception& e) {
+        jobs[i].error = e.what();
+      }
+    }
+  };
+  std::vector<std::thread> workers;
+  for (unsigned t = 1; t < std::min<std::size_t>(threads, jobs.size()); ++t) workers.emplace_back(work);
+  work();
+  for (auto& worker : workers) worker.join();
+}
+
+std::optional<std::string> find_on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path != nullptr ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return std::nullopt;
+}
+
+/// `cuobjdump -sass <stem>.cubin > <stem>.sass`, through a temporary file and a rename.
+void write_sass(const std::string& cuobjdump, const std::string& dir, const std::string& stem) {
+  const std::string cubin = dir + "/" + stem + ".cubin";
+  const std::string sass = dir + "/" + stem + ".sass";
+  const std::string temp = dir + "/." + stem + ".sass.tmp." + std::to_string(::getpid());
+  posix_spawn_file_actions_t actions;
+  if (const int failed = posix_spawn_file_actions_init(&actions); failed != 0)
+    throw_error("--sass: posix_spawn_file_actions_init failed: " + std::string(std::strerror(failed)));
+  std::vector<std::string> words{cuobjdump, "-sass", cubin};
+  std::vector<char*> argv;
+  for (auto& word : words) argv.push_back(word.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int spawned = posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (spawned == 0) spawned = posix_spawn(&pid, cuobjdump.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) throw_error("--sass: cannot run '" + cuobjdump + "': " + std::strerror(spawned));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) throw_error("--sass: waitpid failed: " + std::string(std::strerror(errno)));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    ::unlink(temp.c_str());
+    throw_error("--sass: '" + cuobjdump + " -sass " + cubin + "' failed (status " + std::to_string(status) + ")");
+  }
+  if (::rename(temp.c_str(), sass.c_str()) != 0)
+    throw_error("--sass: cannot rename '" + temp + "': " + std::strerror(errno));
+}
+
+void print_table(const std::vector<Job>& jobs) {
+  std::printf("%-28s %-12s %-5s %10s %10s %11s\n", "module", "target", "kind", "ptx B", "cubin B", "compile ms");
+  for (const auto& job : jobs) {
+    if (!job.module) {
+      std::printf("%-28s %-12s %-5s %10s %10s %11s\n", job.source->module.c_str(), job.target.name().c_str(),
+                  std::string(to_string(job.target.kind)).c_str(), "-", "-", "FAILED");
+      continue;
+    }
+    std::printf("%-28s %-12s %-5s %10zu %10zu %11.1f\n", job.source->module.c_str(), job.target.name().c_str(),
+                std::string(to_string(job.target.kind)).c_str(), job.module->ptx.size(), job.module->cubin.size(),
+                job.module->compile_ms);
+  }
+}
+
+nlohmann::json to_json(const std::vector<Job>& jobs, std::size_t skipped, double wall_ms) {
+  auto rows = nlohmann::json::array();
+  for (const auto& job : jobs) {
+    nlohmann::json row{{"module", job.source->module}, {"target", job.target.name()},
+                       {"kind", std::string(to_string(job.target.kind))}};
+    if (job.module) {
+      row["ptx_bytes"] = job.module->ptx.size();
+      row["cubin_bytes"] = job.module->cubin.size();
+      row["compile_ms"] = job.module->compile_ms;
+      row["options"] = job.module->options;
+    } else {
+      row["error"] = job.error;
+    }
+    rows.push_back(row);
+  }
+  return {{"compiles", rows}, {"skipped", skipped}, {"wall_ms", wall_ms}};
+}
+
+void run(const CompileArgs& args) {
+  const auto file = args.source_file.empty() ? nullptr : load_source_file(args.source_file, args.family);
+  const auto modules = requested_modules(args, file.get());
+  const auto targets = requested_targets(args.arch);
+
+  std::vector<Job> jobs;
+  std::size_t skipped = 0;
+  for (const auto* source : modules)
+    for (const auto& target : targets) {
+      if (target.carries(source->family))
+        jobs.push_back(Job{source, target, std::nullopt, {}});
+      else
+        ++skipped;
+    }
+  if (jobs.empty())
+    throw_error("nothing to compile: no requested module's family is carried by " +
+                (targets.size() == 1 ? targets[0].name() : "the requested targets") +
+                " (hopper modules build only for sm_90/sm_90a)");
+
+  const Compiler compiler;
+  const auto start = std::chrono::steady_clock::now();
+  run_jobs(jobs, args.jobs, compiler);
+  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+
+  const auto cuobjdump = args.sass ? find_on_path("cuobjdump") : std::nullopt;
+  if (args.sass && !cuobjdump) logger().warn("--sass: cuobjdump is not on the PATH; no SASS written");
+  std::size_t failed = 0;
+  for (auto& job : jobs) {
+    if (job.module && !args.out.empty()) {
+      try {
+        dump_module(*job.module, *job.source, args.out);
+        if (cuobjdump && !job.module->cubin.empty())
+          write_sass(*cuobjdump, args.out, job.module->module + "." + job.target.name());
+      } catch (const std::exception& e) {
+        job.error = e.what();
+      }
+    }
+    if (!job.error.empty()) {
+      ++failed;
+      std::fprintf(stderr, "kiln: %s\n", job.error.c_str());
+    }
+  }
+
+  if (args.json) {
+    std::printf("%s\n", to_json(jobs, skipped, wall_ms).dump(2).c_str());
+  } else {
+    print_table(jobs);
+    std::printf("%zu compiled, %zu failed, %zu skipped (family not carried by the target); %zu parallel, wall %.1f ms%s%s\n",
+                jobs.size() - failed, failed, skipped, std::min<std::size_t>(args.jobs, jobs.size()), wall_ms,
+                args.out.empty() ? "" : "; written to ", args.out.c_str());
+  }
+  if (failed != 0) set_exit_code(1);
+}
+
+void add_common_options(CLI::App* cmd, const std::shared_ptr<CompileArgs>& args) {
+  cmd->add_option("--arch", args->arch,
+                  "Target: sm_90a, compute_120, ...; auto (KILN_ARCH, else sm_90a); all (every arch NVRTC knows)");
+  cmd->add_option("--module", args->module, "One embedded module (default: all of them)");
+  auto* source = cmd->add_option("--source", args->source_file, "Compile this .cu file instead of the embedded modules");
+  cmd->add_option("--family", args->family, "Family of the --source file: common or hopper")
+      ->check(CLI::IsMember({"common", "hopper"}))
+      ->needs(source);
+  source->excludes("--module");
+  cmd->add_option("--jobs", args->jobs, "Compiles in parallel (default: the CPU count)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", args->json, "Print JSON");
+}
+
+}  // namespace
+
+void add_dump_command(CLI::App& app) {
+  auto args = std::make_shared<CompileArgs>();
+  auto* cmd = app.add_subcommand("dump", "Compile modules without a GPU and write .cu/.options/.ptx/.cubin/.log files");
+  add_common_options(cmd, args);
+  cmd->add_option("--out", args->out, "Folder to write into (created if missing)")->required();
+  cmd->add_flag("--sass", args->sass, "Also write <module>.<target>.sass (needs cuobjdump on the PATH)");
+  cmd->callback([args] { run(*args); });
+}
+
+void add_compile_command(CLI::App& app) {
+  auto args = std::make_shared<CompileArgs>();
+  auto* cmd = app.add_subcommand("compile", "Compile modules without a GPU; exit 1 with NVRTC's errors if one fails");
+  add_common_options(cmd, args);
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace kiln::cli
