@@ -95,10 +95,12 @@ Target parse_supported_target(std::string_view text, const std::vector<int>& nvr
 }
 
 TargetChoice select_target(const TargetInputs& in) {
+  // Why checked first, and major bounded: a broken driver can report anything, and number() of
+  // a huge major overflows.
+  if (in.device.major <= 0 || in.device.major > 99 || in.device.minor < 0 || in.device.minor > 9)
+    return {std::nullopt, "the device's compute capability " + cc_text(in.device) + " is not valid"};
   const std::string device = "sm_" + std::to_string(in.device.number()) + " (compute capability " +
                              cc_text(in.device) + ")";
-  if (in.device.major <= 0 || in.device.minor < 0 || in.device.minor > 9)
-    return {std::nullopt, "the device's compute capability " + cc_text(in.device) + " is not valid"};
   if (!in.nvrtc) return {std::nullopt, "NVRTC is not available, so nothing can be compiled for " + device};
   const std::string nvrtc = "NVRTC " + in.nvrtc->str();
   if (in.nvrtc_archs.empty()) return {std::nullopt, nvrtc + " reported no supported archs"};

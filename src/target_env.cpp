@@ -1,4 +1,5 @@
 // The process-dependent half of target.hpp: KILN_ARCH and `--arch auto`.
+#include "kiln/cuda_backend.hpp"
 #include "kiln/env.hpp"
 #include "kiln/nvrtc.hpp"
 #include "kiln/target.hpp"
@@ -13,6 +14,13 @@ std::optional<Target> target_override_from_env() {
 
 Target auto_target() {
   if (auto overridden = target_override_from_env()) return *overridden;
+  const DriverStatus driver = driver_status();
+  if (!driver.devices.empty()) {
+    const TargetChoice choice = default_target_choice(driver.devices.front(), driver.version);
+    if (choice.target) return *choice.target;
+  }
+  // Why sm_90a: with no usable GPU, the H100/H200 is the most useful thing to build for and shows
+  // both quantizer modules.
   return Target{{9, 0}, true, OutputKind::cubin};
 }
 

@@ -88,7 +88,8 @@ inline CacheKey key_for(const std::string& module, const Target& target) {
   inputs.kind = target.kind;
   inputs.options = {"-arch=" + name};
   inputs.module = module;
-  inputs.source = "source of " + module;
+  const std::string source = "source of " + module;  // Why a local: inputs.source is a view
+  inputs.source = source;
   return make_cache_key(inputs);
 }
 

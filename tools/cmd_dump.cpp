@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_common.hpp"
 #include "commands.hpp"
 #include "kiln/compiler.hpp"
 #include "kiln/dump.hpp"
@@ -68,16 +69,6 @@ std::unique_ptr<LoadedSource> load_source_file(const std::string& path, const st
   return loaded;
 }
 
-std::vector<Target> requested_targets(const std::string& arch) {
-  const auto archs = nvrtc_supported_archs();
-  if (arch == "all") {
-    if (archs.empty()) throw_error("--arch all: NVRTC reported no supported archs");
-    return nvrtc_targets(archs);
-  }
-  if (arch == "auto") return {auto_target()};
-  return {parse_supported_target(arch, archs, "--arch")};
-}
-
 std::vector<const KernelSource*> requested_modules(const CompileArgs& args, const LoadedSource* file) {
   if (file != nullptr) return {&file->source};
   if (args.module.empty()) {
@@ -100,20 +91,13 @@ struct Job {
 
 /// Compile every job on `threads` workers; NVRTC compiles independent programs in parallel.
 void run_jobs(std::vector<Job>& jobs, unsigned threads, const Compiler& compiler) {
-  std::atomic<std::size_t> next{0};
-  const auto work = [&] {
-    for (std::size_t i; (i = next++) < jobs.size();) {
-      try {
-        jobs[i].module = compiler.compile(*jobs[i].source, jobs[i].target);
-      } catch (const std::exception& e) {
-        jobs[i].error = e.what();
-      }
+  parallel_for(jobs.size(), threads, [&](std::size_t i) {
+    try {
+      jobs[i].module = compiler.compile(*jobs[i].source, jobs[i].target);
+    } catch (const std::exception& e) {
+      jobs[i].error = e.what();
     }
-  };
-  std::vector<std::thread> workers;
-  for (unsigned t = 1; t < std::min<std::size_t>(threads, jobs.size()); ++t) workers.emplace_back(work);
-  work();
-  for (auto& worker : workers) worker.join();
+  });
 }
 
 std::optional<std::string> find_on_path(const std::string& program) {

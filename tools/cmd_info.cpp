@@ -1,28 +1,93 @@
-// kiln info: what this machine offers kiln (NVRTC, driver, GPUs, levers).
+// kiln info: what this machine offers kiln (NVRTC, driver, GPUs and their targets, levers, caches).
 #include <cstdio>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "kiln/compiler.hpp"
+#include "kiln/cuda_backend.hpp"
+#include "kiln/disk_cache.hpp"
+#include "kiln/nvrtc.hpp"
 #include "kiln/ops/fp8_act_quant_floor.hpp"
 #include "kiln/registry.hpp"
 #include "kiln/version.hpp"
 
 namespace kiln::cli {
 
+namespace {
+
+std::string version_text(const std::optional<Version>& version) { return version ? version->str() : "none"; }
+
+nlohmann::json info_json() {
+  const auto nvrtc = nvrtc_version();
+  const DriverStatus driver = driver_status();
+  auto devices = nlohmann::json::array();
+  for (const auto& device : driver.devices) {
+    const TargetChoice choice = default_target_choice(device, driver.version);
+    devices.push_back({{"ordinal", device.ordinal}, {"name", device.name},
+                       {"compute_capability", std::to_string(device.cc.major) + "." + std::to_string(device.cc.minor)},
+                       {"sm_count", device.sm_count},
+                       {"target", choice.target ? nlohmann::json(choice.target->name()) : nlohmann::json(nullptr)},
+                       {"target_kind", choice.target ? std::string(to_string(choice.target->kind)) : ""},
+                       {"hopper_family", choice.target && choice.target->carries("hopper")},
+                       {"target_reason", choice.reason}});
+  }
+  const DiskCache cache = DiskCache::from_env(nvrtc);
+  const auto status = cache.status();
+  return {
+      {"kiln", std::string(version_string())},
+      {"nvrtc", {{"version", version_text(nvrtc)}, {"archs", nvrtc_supported_archs()}}},
+      {"driver",
+       {{"available", driver.available}, {"version", version_text(driver.version)}, {"reason", driver.reason}}},
+      {"devices", devices},
+      {"default_target", auto_target().name()},
+      {"modules", embedded_modules().size()},
+      {"disk_cache", {{"mode", std::string(to_string(status.mode))}, {"dir", status.dir}, {"reason", status.reason},
+                      {"max_bytes", cache.config().max_bytes}}},
+      {"levers",
+       {{"KILN_FP8_ACT_QUANT_HOPPER", ops::fp8_act_quant_hopper_enabled()}, {"KILN_LINEINFO", lineinfo_from_env()},
+        {"KILN_ARCH", target_override_from_env() ? target_override_from_env()->name() : ""}}},
+  };
+}
+
+void print_info(const nlohmann::json& info) {
+  std::printf("kiln %s\n", info["kiln"].get<std::string>().c_str());
+  std::string archs;
+  for (int arch : info["nvrtc"]["archs"]) archs += (archs.empty() ? "" : " ") + std::to_string(arch);
+  std::printf("NVRTC %s, archs: %s\n", info["nvrtc"]["version"].get<std::string>().c_str(), archs.c_str());
+  if (info["driver"]["available"].get<bool>())
+    std::printf("driver: CUDA %s\n", info["driver"]["version"].get<std::string>().c_str());
+  else
+    std::printf("driver: not available: %s\n", info["driver"]["reason"].get<std::string>().c_str());
+  if (info["devices"].empty()) std::printf("GPUs: none; default target %s\n", info["default_target"].get<std::string>().c_str());
+  for (const auto& device : info["devices"])
+    std::printf("GPU %d: %s, compute capability %s, %u SMs, target %s (%s)\n", device["ordinal"].get<int>(),
+                device["name"].get<std::string>().c_str(), device["compute_capability"].get<std::string>().c_str(),
+                device["sm_count"].get<unsigned>(),
+                device["target"].is_null() ? "none" : device["target"].get<std::string>().c_str(),
+                device["target_reason"].get<std::string>().c_str());
+  const auto& cache = info["disk_cache"];
+  std::printf("disk cache: %s %s%s%s\n", cache["mode"].get<std::string>().c_str(), cache["dir"].get<std::string>().c_str(),
+              cache["reason"].get<std::string>().empty() ? "" : ": ", cache["reason"].get<std::string>().c_str());
+  std::printf("embedded modules: %zu\n", info["modules"].get<std::size_t>());
+  const auto& levers = info["levers"];
+  std::printf("levers: KILN_FP8_ACT_QUANT_HOPPER=%d KILN_LINEINFO=%d KILN_ARCH=%s\n",
+              levers["KILN_FP8_ACT_QUANT_HOPPER"].get<bool>() ? 1 : 0, levers["KILN_LINEINFO"].get<bool>() ? 1 : 0,
+              levers["KILN_ARCH"].get<std::string>().empty() ? "(unset)" : levers["KILN_ARCH"].get<std::string>().c_str());
+}
+
+}  // namespace
+
 void add_info_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("info", "Show NVRTC, driver, GPUs, targets and levers");
+  auto* cmd = app.add_subcommand("info", "Show NVRTC, driver, GPUs and their targets, the disk cache and levers");
   auto* json = cmd->add_flag("--json", "Print JSON");
   cmd->callback([json] {
-    nlohmann::json out{{"kiln", std::string(version_string())},
-                       {"modules", embedded_modules().size()},
-                       {"levers", {{"KILN_FP8_ACT_QUANT_HOPPER", ops::fp8_act_quant_hopper_enabled()}}}};
-    if (*json) {
-      std::printf("%s\n", out.dump(2).c_str());
-      return;
-    }
-    std::printf("kiln %s, %zu embedded modules\n", std::string(version_string()).c_str(), embedded_modules().size());
-    std::printf("levers: KILN_FP8_ACT_QUANT_HOPPER=%d\n", ops::fp8_act_quant_hopper_enabled() ? 1 : 0);
+    const auto info = info_json();
+    if (*json)
+      std::printf("%s\n", info.dump(2).c_str());
+    else
+      print_info(info);
   });
 }
 

@@ -13,6 +13,8 @@ void add_all_commands(CLI::App& app) {
   add_list_command(app);
   add_info_command(app);
   add_pick_command(app);
+  add_warm_command(app);
+  add_selftest_command(app);
   add_dump_command(app);
   add_compile_command(app);
   add_cache_command(app);

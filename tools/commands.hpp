@@ -10,6 +10,8 @@ void add_all_commands(CLI::App& app);
 void add_list_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_pick_command(CLI::App& app);
+void add_warm_command(CLI::App& app);
+void add_selftest_command(CLI::App& app);
 void add_dump_command(CLI::App& app);
 void add_compile_command(CLI::App& app);
 void add_cache_command(CLI::App& app);

@@ -102,8 +102,8 @@ std::vector<Target> nvrtc_targets(const std::vector<int>& nvrtc_archs);
 /// accepted forms. Reads the environment on every call.
 std::optional<Target> target_override_from_env();
 
-/// What `--arch auto` means: `KILN_ARCH` when set, else the target of the GPU kiln would use.
-/// GPU detection is not wired in here yet, so without `KILN_ARCH` this is `sm_90a` (H100/H200).
+/// What `--arch auto` means: `KILN_ARCH` when set, else the target of the process driver's first
+/// GPU, else `sm_90a` (H100/H200) when there is no usable GPU.
 Target auto_target();
 
 }  // namespace kiln

@@ -1,0 +1,203 @@
+#ifndef KILN_KILN_H
+#define KILN_KILN_H
+/**
+ * @file
+ * kiln's C ABI: the kernel service for callers that are not C++ (Rust, Python through ctypes, C).
+ * Valid C11 and C++; plain C types only.
+ *
+ * Conventions, once for every function here:
+ * - Every function returns a `kiln_status` (an `int32_t`) except kiln_last_error() and
+ *   kiln_status_string(). `KILN_OK` is 0; on any other status the function's outputs are left as
+ *   documented (pointers to handles are set to 0/NULL) and kiln_last_error() says what went wrong.
+ * - A NULL pointer where a pointer is required, and any invalid value, give
+ *   `KILN_ERROR_INVALID_ARGUMENT`, never a crash. No C++ exception leaves a kiln_ function.
+ * - Output structs carry `struct_size` first: the caller zeroes the struct and sets
+ *   `struct_size = sizeof(struct)`. kiln accepts any size at least the version-1 size
+ *   (`KILN_*_V1_SIZE`), fills what both it and the caller know, and leaves later bytes alone, so
+ *   callers and libraries of different versions can grow the structs.
+ * - Threads: every function may be called from many threads at once, on the same service too,
+ *   except kiln_service_destroy(), which must not race any other call on that service.
+ * - Devices and contexts: a service uses its device's primary context (the one the CUDA runtime
+ *   and PyTorch use), so pointers and streams from those work as they are.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Version of this ABI: bumped on any incompatible change. Compare with kiln_abi_version(). */
+#define KILN_ABI_VERSION 1u
+
+/** Status codes. The values are stable. */
+typedef int32_t kiln_status;
+#define KILN_OK 0                          /**< success */
+#define KILN_ERROR_INVALID_ARGUMENT 1      /**< a NULL pointer, a bad value, a struct too small */
+#define KILN_ERROR_UNAVAILABLE 2           /**< no driver, no GPU, or no kernel for this device */
+#define KILN_ERROR_DRIVER 3                /**< a CUDA driver call failed */
+#define KILN_ERROR_COMPILE 4               /**< NVRTC failed */
+#define KILN_ERROR_OUT_OF_MEMORY 5         /**< host memory ran out */
+#define KILN_ERROR_INTERNAL 6              /**< anything else (a bug or a setup error) */
+
+/** Why the Hopper twin of the FP8 quantizer does not run (`kiln_fp8_pick::reject`). Stable. */
+#define KILN_FP8_REJECT_NONE 0           /**< the twin runs */
+#define KILN_FP8_REJECT_ABSENT 1         /**< the twin is not in this device's image */
+#define KILN_FP8_REJECT_NOT_REQUESTED 2  /**< KILN_FP8_ACT_QUANT_HOPPER=0 (or the lever passed) */
+#define KILN_FP8_REJECT_TOO_FEW_CTAS 3   /**< too few CTAs to fill the device */
+#define KILN_FP8_REJECT_MISALIGNED 4     /**< x not 16-byte or q not 8-byte aligned */
+
+/** The lever values kiln_fp8_act_quant_plan() takes. */
+#define KILN_FP8_LEVER_PROCESS (-1) /**< the process's KILN_FP8_ACT_QUANT_HOPPER (default on) */
+#define KILN_FP8_LEVER_OFF 0
+#define KILN_FP8_LEVER_ON 1
+
+/** One device (a kiln::Service): its primary context, target, loaded modules and quantizer. */
+typedef struct kiln_service kiln_service;
+
+/** A device as kiln sees it. */
+typedef struct kiln_device_info {
+  uint32_t struct_size; /**< in: set by the caller, at least KILN_DEVICE_INFO_V1_SIZE */
+  int32_t ordinal;      /**< the service's device ordinal */
+  int32_t cc_major;     /**< compute capability; 0 when the device could not be read */
+  int32_t cc_minor;
+  uint32_t sm_count;    /**< 0 when the device could not be read */
+  int32_t available;    /**< 1: kernels can load and run; 0: every handle is 0 (see `reason`) */
+  char name[256];       /**< the driver's device name; "" when unread. NUL-terminated */
+  char target[32];      /**< the compile target, e.g. "sm_90a"; "" when none. NUL-terminated */
+  char reason[256];     /**< why not available; "" when available. NUL-terminated, may be cut */
+} kiln_device_info;
+#define KILN_DEVICE_INFO_V1_SIZE 568u
+
+/** One launch decision of the FP8 activation quantizer: kernel and grid always belong together. */
+typedef struct kiln_fp8_pick {
+  uint32_t struct_size; /**< in: set by the caller, at least KILN_FP8_PICK_V1_SIZE */
+  int32_t twin;         /**< 1 when the Hopper twin runs, 0 when the shared kernel runs */
+  uint64_t kernel;      /**< the handle launched; 0 when no kernel is available (or from a plan) */
+  uint32_t grid[3];     /**< grid of that kernel */
+  uint32_t block[3];    /**< block of that kernel: (128, 1, 1) */
+  int32_t reject;       /**< KILN_FP8_REJECT_*: why not the twin */
+  int32_t requested;    /**< the lever value this pick used (1 on, 0 off) */
+  char entry[64];       /**< entry point that runs: "per_token_group_quant_fp8[_hopper]" */
+  char reason[128];     /**< text of `reject`; "" when the twin runs. NUL-terminated */
+} kiln_fp8_pick;
+#define KILN_FP8_PICK_V1_SIZE 240u
+
+/** Disk cache modes (`kiln_cache_stats::disk_mode`). */
+#define KILN_DISK_CACHE_DISABLED 0    /**< turned off (KILN_CACHE=0) */
+#define KILN_DISK_CACHE_MEMORY_ONLY 1 /**< configured, but the folder is unusable */
+#define KILN_DISK_CACHE_READ_WRITE 2  /**< in use */
+
+/** Cache counters, monotonic since the service (memory) or the process (disk) started. */
+typedef struct kiln_cache_stats {
+  uint32_t struct_size; /**< in: set by the caller, at least KILN_CACHE_STATS_V1_SIZE */
+  int32_t disk_mode;    /**< KILN_DISK_CACHE_* */
+  /* This service's device (its memory cache). */
+  uint64_t memory_hits;       /**< lookups answered from memory at once */
+  uint64_t memory_lock_waits; /**< lookups that waited for another thread loading the module */
+  uint64_t disk_loads;        /**< binaries read from the disk cache */
+  uint64_t compiles;          /**< binaries compiled by NVRTC */
+  uint64_t load_refused;      /**< binaries the driver refused as bad images */
+  uint64_t failures;          /**< modules that ended failed (their handles are 0) */
+  double compile_ms;          /**< total NVRTC time of those compiles */
+  /* The process's disk cache (shared by every service of the process). */
+  uint64_t disk_hits;
+  uint64_t disk_misses;
+  uint64_t disk_compiles;   /**< compiles run through the disk cache, by any service */
+  uint64_t corrupt_healed;  /**< bad entries found and deleted */
+  uint64_t rejected;        /**< entries removed because the driver refused them */
+  uint64_t disk_lock_waits; /**< another process held the entry's lock at first */
+  uint64_t lock_timeouts;   /**< gave up waiting and compiled without the lock */
+  uint64_t lock_failures;   /**< no working file lock: compiled without it */
+  uint64_t evictions;       /**< entries removed to stay under KILN_CACHE_MAX_BYTES */
+  uint64_t store_failures;  /**< entries that could not be written */
+} kiln_cache_stats;
+#define KILN_CACHE_STATS_V1_SIZE 144u
+
+/**
+ * The message of the last failed kiln call on this thread, "" after a successful one.
+ * Never NULL. Owned by kiln; valid until the next kiln call on this thread (copy it to keep it).
+ */
+const char* kiln_last_error(void);
+
+/** A static English name of `status`, e.g. "invalid argument"; "unknown status" for others. */
+const char* kiln_status_string(kiln_status status);
+
+/** The library's version (e.g. 0.1.0) into `*major`, `*minor`, `*patch`; none may be NULL. */
+kiln_status kiln_version(uint32_t* major, uint32_t* minor, uint32_t* patch);
+
+/** The library's KILN_ABI_VERSION into `*abi` (not NULL). A caller built against another value
+ *  must not use the library. */
+kiln_status kiln_abi_version(uint32_t* abi);
+
+/**
+ * Creates the service of device `ordinal` and stores it in `*out` (not NULL; set to NULL on
+ * failure). The caller owns it and frees it with kiln_service_destroy().
+ *
+ * Without a CUDA driver (or when the device cannot be used), any `ordinal` >= 0 still gives a
+ * service: kiln_service_device_info() reports `available == 0` with the reason, the pick and plan
+ * work, kernel handles are 0 and kiln_fp8_act_quant() returns KILN_ERROR_UNAVAILABLE.
+ * KILN_ERROR_INVALID_ARGUMENT for a negative ordinal, or one past the driver's device count;
+ * KILN_ERROR_INTERNAL for a bad KILN_ARCH.
+ */
+kiln_status kiln_service_create(int32_t ordinal, kiln_service** out);
+
+/** Destroys `service` (NULL: nothing happens), unloading its modules. No call on it may run. */
+kiln_status kiln_service_destroy(kiln_service* service);
+
+/** Fills `*out` (not NULL, `struct_size` set) with the service's device. */
+kiln_status kiln_service_device_info(const kiln_service* service, kiln_device_info* out);
+
+/**
+ * The handle of kernel `entry` in embedded module `module` (NUL-terminated, not NULL) into
+ * `*handle` (not NULL), compiling and loading the module on first use. KILN_OK with handle 0 when
+ * the kernel is unavailable: unknown module or entry, failed compile (logged once), no GPU.
+ * A handle is meaningful only to the service that returned it.
+ */
+kiln_status kiln_try_kernel(kiln_service* service, const char* module, const char* entry, uint64_t* handle);
+
+/** As kiln_try_kernel(), but handle 0 without compiling when the device's target does not carry
+ *  the module's family (the Hopper twin on a non-Hopper GPU). */
+kiln_status kiln_try_target_kernel(kiln_service* service, const char* module, const char* entry,
+                                   uint64_t* handle);
+
+/**
+ * Which FP8 quantizer kernel this service launches for row-major bf16 `[m, k]` with 16-byte
+ * aligned pointers, on which grid, and why not the other, into `*out` (not NULL, `struct_size`
+ * set). Resolves the kernels on first use (compiles or loads them). `k` must be a multiple of 128.
+ * Without a GPU: `kernel` 0, the shared kernel's grid, reject KILN_FP8_REJECT_ABSENT.
+ */
+kiln_status kiln_fp8_act_quant_pick(kiln_service* service, uint32_t m, uint32_t k, kiln_fp8_pick* out);
+
+/**
+ * The pick for a device that has not been opened: `sm_count` SMs (0 counts as 1), the twin in
+ * its image or not (`twin_present` 1 or 0), the shared kernel always there, and `lever`
+ * (KILN_FP8_LEVER_*). Pure; `kernel` is 0. `k` must be a multiple of 128. For planning and tests.
+ */
+kiln_status kiln_fp8_act_quant_plan(uint32_t m, uint32_t k, uint32_t sm_count, int32_t twin_present, int32_t lever,
+                                    kiln_fp8_pick* out);
+
+/**
+ * Quantizes row-major bf16 `x[m, k]` into e4m3 `q[m, k]` and fp32 `scales[m, k/128]` (one per 128
+ * elements, absmax/448), on `stream` (a CUstream or cudaStream_t of this device; NULL: the legacy
+ * default stream). Asynchronous: the caller synchronizes the stream before reading outputs or
+ * freeing inputs. `x`, `q`, `scales` are device pointers the caller owns (x 2-byte and scales
+ * 4-byte aligned; x 16-byte and q 8-byte aligned lets the Hopper twin run). `m == 0` or `k == 0`
+ * launches nothing. `out` may be NULL; otherwise (`struct_size` set) it receives the pick used.
+ * KILN_ERROR_INVALID_ARGUMENT for NULL or misaligned pointers, `k` not a multiple of 128 and
+ * shapes past the grid limits; KILN_ERROR_UNAVAILABLE when the device has no quantizer;
+ * KILN_ERROR_DRIVER when the launch fails.
+ */
+kiln_status kiln_fp8_act_quant(kiln_service* service, const void* x, void* q, float* scales, uint32_t m,
+                               uint32_t k, void* stream, kiln_fp8_pick* out);
+
+/** Fills `*out` (not NULL, `struct_size` set) with this service's memory-cache counters and the
+ *  process's disk-cache counters. */
+kiln_status kiln_service_cache_stats(const kiln_service* service, kiln_cache_stats* out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KILN_KILN_H */

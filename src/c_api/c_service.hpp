@@ -1,0 +1,12 @@
+#pragma once
+// What a kiln_service handle points to.
+
+#include "kiln/kiln.h"
+#include "kiln/service.hpp"
+
+struct kiln_service {
+  explicit kiln_service(int ordinal) : service(ordinal) {}
+  // Why mutable: Service is safe from many threads, and the C functions that only read take a
+  // const handle while Service::backend() is non-const.
+  mutable kiln::Service service;
+};

@@ -1,0 +1,204 @@
+// Bad input to the C++ API beyond tests/test_fp8_act_quant_launch.cpp: sizes at the limits of
+// their types, hostile module and entry names, hostile cache configurations and ordinals. Each is
+// a kiln::Error naming the argument (and nothing launched), a handle 0, or a degraded cache; never
+// a crash, an overflow or an exception out of a noexcept path.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <fstream>
+#include <limits>
+
+#include "cache_test_support.hpp"
+#include "hostile_support.hpp"
+#include "kiln/cuda_backend.hpp"
+#include "kiln/error.hpp"
+#include "kiln/ops/fp8_act_quant.hpp"
+#include "kiln/service.hpp"
+#include "recording_backend.hpp"
+
+using namespace kiln;
+using namespace kiln::ops;
+using namespace kiln::test;
+
+namespace {
+
+const KernelHandle SHARED{11};
+const KernelHandle HOPPER{22};
+constexpr std::uint32_t U32_MAX = std::numeric_limits<std::uint32_t>::max();
+constexpr std::uint32_t K_MAX = U32_MAX / 128 * 128;  // the largest k that is a multiple of 128
+
+void* address(std::uintptr_t value) { return reinterpret_cast<void*>(value); }
+float* scales_at(std::uintptr_t value) { return static_cast<float*>(address(value)); }
+
+std::string error_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("launch at the limits of m and k: errors name the argument, nothing launches") {
+  RecordingBackend gpu(132);
+  const Fp8ActQuant quant(SHARED, HOPPER, 132);
+  void* x = address(0x10000);
+  void* q = address(0x20000);
+  CHECK_THAT(error_of([&] { quant.launch(gpu, x, q, scales_at(0x30000), U32_MAX, 128, nullptr); }),
+             Catch::Contains("'m'") && Catch::Contains("2^31-1"));
+  CHECK_THAT(error_of([&] { quant.launch(gpu, x, q, scales_at(0x30000), 1, U32_MAX, nullptr); }),
+             Catch::Contains("'k'") && Catch::Contains("multiple of 128"));
+  CHECK_THAT(error_of([&] { quant.launch(gpu, x, q, scales_at(0x30000), 1, 127, nullptr); }),
+             Catch::Contains("'k'"));
+  CHECK_THAT(error_of([&] { quant.launch(gpu, x, q, scales_at(0x30000), 1, 129, nullptr); }),
+             Catch::Contains("'k'"));
+  CHECK_THAT(error_of([&] { Fp8ActQuant::shared_only(SHARED, 132).launch(gpu, x, q, scales_at(0x30000), 0x7FFFFFFF,
+                                                                          K_MAX, nullptr); }),
+             Catch::Contains("'k'") && Catch::Contains("65535"));
+  // Argument errors come before the pointer checks and before the "no kernel" check, in a fixed order.
+  CHECK_THAT(error_of([&] { Fp8ActQuant().launch(gpu, nullptr, nullptr, nullptr, U32_MAX, 100, nullptr); }),
+             Catch::Contains("'k'"));
+  CHECK(gpu.launches.empty());
+}
+
+TEST_CASE("the largest valid shapes launch with grids inside the driver's limits") {
+  RecordingBackend gpu(132);
+  const Fp8ActQuant quant(SHARED, HOPPER, 132);
+  for (const bool lever : {true, false}) {
+    CAPTURE(lever);
+    for (const std::uint32_t m : {1u, 0x7FFFFFFFu}) {
+      for (const std::uint32_t k : {128u, 128u * 65535, K_MAX}) {
+        CAPTURE(m, k);
+        const auto pick = quant.pick_with(lever, m, k, 132);
+        CHECK(pick.grid[0] == m);
+        CHECK(pick.grid[1] >= 1);
+        CHECK(pick.grid[2] == 1);
+        if (pick.twin) CHECK(pick.grid[1] <= FP8_QUANT_MAX_GRID_Y);
+        CHECK(fp8_quant_hopper_ctas(m, k) == std::uint64_t{m} * fp8_quant_grid(true, m, k)[1]);
+        CHECK(fp8_quant_hopper_min_m(k, U32_MAX) >= 1);  // saturates, never wraps to 0
+      }
+    }
+  }
+  if (fp8_act_quant_hopper_enabled()) {
+    const auto chosen = quant.launch(gpu, address(0x10000), address(0x20000), scales_at(0x30000), 0x7FFFFFFF, K_MAX,
+                                     nullptr);
+    CHECK(chosen.twin);
+    REQUIRE(gpu.launches.size() == 1);
+    CHECK(gpu.launches[0].grid.y <= FP8_QUANT_MAX_GRID_Y);
+    CHECK(gpu.launches[0].k == K_MAX);
+  }
+}
+
+TEST_CASE("sm_count at its limits: 0 and UINT32_MAX pick without overflow") {
+  const Fp8ActQuant quant(SHARED, HOPPER, 0);
+  for (const std::uint32_t sm_count : {0u, 1u, U32_MAX}) {
+    CAPTURE(sm_count);
+    CHECK(fp8_quant_min_ctas(sm_count) >= 1);
+    const auto pick = quant.pick_with(true, 0x7FFFFFFF, K_MAX, sm_count);
+    CHECK((pick.kernel == SHARED || pick.kernel == HOPPER));
+  }
+  CHECK_FALSE(quant.pick_with(true, 1, 128, U32_MAX).twin);  // cannot fill that many SMs
+}
+
+TEST_CASE("hostile module and entry names are handle 0 without loading or compiling anything") {
+  FakeDriver::instance().reset();
+  const driver::DriverApi api = FakeDriver::instance().api();
+  FakeProvider provider;
+  CudaBackend backend(api, 0, provider.provider(), always(sm90a()));
+  const std::string module(FP8_QUANT_MODULE);
+  const std::vector<std::pair<std::string, std::string>> names = {
+      {"", ""},
+      {module, ""},
+      {"", std::string(FP8_QUANT_ENTRY)},
+      {module + std::string(1, '\0'), std::string(FP8_QUANT_ENTRY)},
+      {module, std::string(FP8_QUANT_ENTRY) + std::string(1, '\0') + "x"},
+      {"../" + module, std::string(FP8_QUANT_ENTRY)},
+      {std::string(1 << 20, 'm'), std::string(1 << 20, 'e')},
+      {module, std::string(FP8_QUANT_HOPPER_ENTRY)},  // the other module's entry
+      {std::string(FP8_QUANT_HOPPER_MODULE), std::string(FP8_QUANT_ENTRY)},
+  };
+  for (const auto& [m, e] : names) {
+    CAPTURE(m.size(), e.size());
+    CHECK_FALSE(backend.try_kernel(m, e).loaded());
+    CHECK_FALSE(backend.try_target_kernel(m, e).loaded());
+  }
+  CHECK(provider.provided() == 0);
+  CHECK(FakeDriver::instance().loads() == 0);
+  // Forged handles: refused by launch with an error, never dereferenced.
+  for (const std::uint64_t raw : {std::uint64_t{1}, std::uint64_t{1} << 32 | 1, ~std::uint64_t{0}}) {
+    CAPTURE(raw);
+    CHECK_THAT(error_of([&] { backend.launch(KernelHandle{raw}, {1, 1, 1}, {128, 1, 1}, 0, nullptr, nullptr); }),
+               Catch::Contains("not returned by this backend"));
+  }
+  CHECK(FakeDriver::instance().launches().empty());
+}
+
+TEST_CASE("ordinals out of range are errors naming 'ordinal'") {
+  FakeDriver::instance().reset();
+  const driver::DriverApi api = FakeDriver::instance().api();
+  FakeProvider provider;
+  for (const int ordinal : {-1, std::numeric_limits<int>::min(), 1, std::numeric_limits<int>::max()}) {
+    CAPTURE(ordinal);
+    CHECK_THAT(error_of([&] { CudaBackend(api, ordinal, provider.provider(), always(sm90a())); }),
+               Catch::Contains("'ordinal'"));
+  }
+  CHECK_THAT(error_of([] { Service(-1, std::make_shared<DiskCache>(DiskCacheConfig{}), Compiler(false)); }),
+             Catch::Contains("'ordinal'"));
+  CHECK(FakeDriver::instance().retained(0) == 0);
+}
+
+TEST_CASE("hostile cache configurations degrade, never throw") {
+  TempDir tmp;
+  WarningCounter warnings;
+  SECTION("an empty folder name") {
+    DiskCacheConfig config = config_for("");
+    DiskCache cache(config);
+    CHECK(cache.status().mode == DiskCacheMode::memory_only);
+    CHECK_THAT(cache.status().reason, Catch::Contains("empty"));
+  }
+  SECTION("a folder under a file") {
+    const std::string file = tmp / "file";
+    { std::ofstream(file) << "x"; }
+    DiskCache cache(config_for(file + "/cache"));
+    CHECK(cache.status().mode == DiskCacheMode::memory_only);
+  }
+  SECTION("a bound of one byte: nothing fits, every store is a counted failure") {
+    DiskCache cache(config_for(tmp.path(), 1));
+    CHECK(cache.status().mode == DiskCacheMode::read_write);
+    for (int i = 0; i < 3; ++i) cache.store(key_for("a", sm90a()), module_for("a", sm90a()));
+    CHECK(cache.counters().store_failures == 3);
+    CHECK(cache.stats().entries == 0);
+  }
+  SECTION("a lock timeout of zero: compiles go on without waiting") {
+    DiskCache cache(config_for(tmp.path(), std::uint64_t{1} << 30, std::chrono::milliseconds(0)));
+    int calls = 0;
+    const auto result = cache.load_or_compile(key_for("a", sm90a()), "a", sm90a(), [&] {
+      ++calls;
+      return module_for("a", sm90a());
+    });
+    CHECK(calls == 1);
+    CHECK(result.outcome == CacheOutcome::compiled);
+  }
+  CHECK(warnings.count() <= 1);
+}
+
+TEST_CASE("a driver reporting an absurd compute capability gets no target, not an overflow") {
+  const std::vector<int> archs = {75, 80, 86, 90, 120};
+  for (const ComputeCapability cc : {ComputeCapability{std::numeric_limits<int>::max(), 0}, ComputeCapability{100, 0},
+                                     ComputeCapability{std::numeric_limits<int>::min(), 9}, ComputeCapability{9, -1},
+                                     ComputeCapability{9, std::numeric_limits<int>::max()}}) {
+    CAPTURE(cc.major, cc.minor);
+    const TargetChoice choice = select_target(TargetInputs{cc, archs, Version{13, 0}, Version{13, 0}});
+    CHECK_FALSE(choice.target.has_value());
+    CHECK_THAT(choice.reason, Catch::Contains("is not valid"));
+  }
+  FakeDriver::instance().reset({{"broken", 1 << 30, 0, 132}});
+  const driver::DriverApi api = FakeDriver::instance().api();
+  FakeProvider provider;
+  CudaBackend backend(api, 0, provider.provider(), default_target_choice);
+  CHECK_FALSE(backend.available());
+  CHECK_THAT(backend.unavailable_reason(), Catch::Contains("not valid"));
+  CHECK_FALSE(backend.try_kernel(FP8_QUANT_MODULE, FP8_QUANT_ENTRY).loaded());
+}

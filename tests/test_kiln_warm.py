@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""`kiln warm` across real processes on one cache folder, with the real compiler (no GPU needed):
+8 processes started together compile each module exactly once in total; a new process hits the
+disk for every module; a corrupted entry is healed (deleted, recompiled) and verifies afterwards.
+
+Usage: test_kiln_warm.py KILN_EXECUTABLE
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+FAILURES = []
+
+
+def check(condition, what):
+    print(('ok   ' if condition else 'FAIL ') + what)
+    if not condition:
+        FAILURES.append(what)
+
+
+def warm_all(kiln, env, count):
+    procs = [subprocess.Popen([kiln, 'warm', '--arch', 'sm_90a', '--jobs', '2', '--json'], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(count)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=240)
+        check(p.returncode == 0, f'warm exits 0 (stderr: {err.strip()[:300]})')
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
+def main():
+    kiln = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = pathlib.Path(tmp) / 'cache'
+        env = {**os.environ, 'KILN_CACHE_DIR': str(cache)}
+        env.pop('KILN_CACHE', None)
+        first = warm_all(kiln, env, 8)
+        modules = first[0]['modules']
+        check(modules == 2, f'sm_90a carries both quantizer modules (got {modules})')
+        check(sum(r['compiles'] for r in first) == modules,
+              f'8 processes compile each module once in total (compiles {[r["compiles"] for r in first]})')
+        check(all(r['compiles'] + r['disk_hits'] == modules for r in first), 'every process got every module')
+
+        second = warm_all(kiln, env, 1)[0]
+        check(second['compiles'] == 0 and second['disk_hits'] == modules,
+              f'a new process hits the disk for every module ({second})')
+
+        entries = sorted(cache.glob('*.kiln'))
+        check(len(entries) == modules, f'one entry per module ({len(entries)})')
+        data = bytearray(entries[0].read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        entries[0].write_bytes(bytes(data))
+        healed = warm_all(kiln, env, 1)[0]
+        check(healed['corrupt_healed'] == 1 and healed['compiles'] == 1 and healed['disk_hits'] == modules - 1,
+              f'a flipped byte is healed by one recompile ({healed})')
+        verify = subprocess.run([kiln, 'cache', 'verify', '--json'], env=env, capture_output=True, text=True)
+        check(verify.returncode == 0, f'every entry verifies afterwards ({verify.stdout.strip()[:300]})')
+    if FAILURES:
+        print(f'{len(FAILURES)} check(s) failed')
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,21 @@
+#pragma once
+// Pieces several subcommands share.
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kiln/target.hpp"
+
+namespace kiln::cli {
+
+/// `--arch`: a target name, `auto` (auto_target: KILN_ARCH, else the GPU's, else sm_90a) or `all`
+/// (every arch NVRTC knows). Throws kiln::Error naming `--arch` on anything else.
+std::vector<Target> requested_targets(const std::string& arch);
+
+/// Runs `work(i)` for every i in [0, count) on up to `threads` threads (this one included).
+/// `work` must not throw.
+void parallel_for(std::size_t count, unsigned threads, const std::function<void(std::size_t)>& work);
+
+}  // namespace kiln::cli
