@@ -156,7 +156,9 @@ def torch_reference(torch, x):
     scale = absmax / 448, q = e4m3(clamp(x / scale, -448, 448)) (round to nearest even)."""
     m, k = x.shape
     groups = x.float().view(m, k // 128, 128)
-    scales = groups.abs().amax(dim=-1).clamp(min=1e-10) / 448.0
+    # Why a device tensor: PyTorch divides by a Python scalar as a multiply by its reciprocal, which
+    # can differ from true division in the last bit.
+    scales = groups.abs().amax(dim=-1).clamp(min=1e-10) / torch.tensor(448.0, device=x.device)
     q = (groups / scales.unsqueeze(-1)).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
     return q.view(m, k), scales
 

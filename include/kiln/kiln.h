@@ -39,7 +39,7 @@ typedef int32_t kiln_status;
 #define KILN_ERROR_DRIVER 3                /**< a CUDA driver call failed */
 #define KILN_ERROR_COMPILE 4               /**< NVRTC failed */
 #define KILN_ERROR_OUT_OF_MEMORY 5         /**< host memory ran out */
-#define KILN_ERROR_INTERNAL 6              /**< anything else (a bug or a setup error) */
+#define KILN_ERROR_INTERNAL 6              /**< anything else: a setup error (bad KILN_ARCH) or a bug */
 
 /** Why the Hopper twin of the FP8 quantizer does not run (`kiln_fp8_pick::reject`). Stable. */
 #define KILN_FP8_REJECT_NONE 0           /**< the twin runs */

@@ -4,7 +4,7 @@
 #include <new>
 
 namespace kiln {
-namespace __attribute__((visibility("hidden"))) c_api {
+namespace c_api __attribute__((visibility("hidden"))) {
 
 namespace {
 

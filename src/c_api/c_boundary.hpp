@@ -14,7 +14,7 @@
 
 // Why hidden: these helpers serve the kiln_ functions only; kiln.map exports all of namespace kiln.
 namespace kiln {
-namespace __attribute__((visibility("hidden"))) c_api {
+namespace c_api __attribute__((visibility("hidden"))) {
 
 /// A failure whose status the C layer knows better than the exception's kind would tell.
 class StatusError : public std::runtime_error {
