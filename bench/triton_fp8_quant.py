@@ -2,7 +2,8 @@
 """Triton baseline for kiln's FP8 activation quantizer (vLLM's per_token_group_quant_fp8 kernel).
 
 Modes:
-  --shapes M,K;M,K;...   kernel time per shape (CUDA events, median), JSON on stdout
+  --shapes M,K;M,K;...   kernel time per shape (CUDA events per launch, queued behind a GPU sleep,
+                         inputs rotated over 2x L2; median), JSON on stdout
   --first-call           in a fresh process: time from just before the first call to its result
                          (Triton JIT compile + load + run), JSON on stdout
   --cold-warm            runs --first-call in two fresh processes: empty TRITON_CACHE_DIR, then warm
@@ -53,33 +54,48 @@ def quantize(x, q, s):
                                                      num_warps=1)
 
 
-def buffers(m, k, copies):
-    xs = [torch.randn(m, k, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
-    qs = [torch.empty(m, k, device="cuda", dtype=torch.float8_e4m3fn) for _ in range(copies)]
-    ss = [torch.empty(m, k // GROUP, device="cuda", dtype=torch.float32) for _ in range(copies)]
+def pools(m, k, copies):
+    # Why one tensor per pool: thousands of tiny tensors would cost more to make than to time.
+    xs = torch.randn(copies, m, k, device="cuda", dtype=torch.bfloat16)
+    qs = torch.empty(copies, m, k, device="cuda", dtype=torch.float8_e4m3fn)
+    ss = torch.empty(copies, m, k // GROUP, device="cuda", dtype=torch.float32)
     return xs, qs, ss
 
 
+# Why 100 us per launch: Python launches a Triton kernel in tens of us; the sleep ahead of the
+# timed launches must outlast queuing all of them, else host latency is timed.
+SLEEP_US_PER_LAUNCH = 100
+SLEEP_CYCLES_PER_US = 2000  # about the H200's 1.98 GHz; a lower clock only sleeps longer
+
+
 def time_shape(m, k, iters):
+    """Median kernel time as kiln times it: one event pair per launch, all queued back to back
+    behind a GPU sleep, inputs rotated over copies spanning twice the L2."""
     bytes_moved = 3 * m * k + 4 * m * k // GROUP
-    # Why rotate: a working set inside the 60 MB L2 would measure cache, not HBM.
-    copies = max(1, min(16, (200 << 20) // max(bytes_moved, 1)))
-    xs, qs, ss = buffers(m, k, copies)
-    for i in range(10):
+    footprint = 2 * m * k + m * k + 4 * m * k // GROUP
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    copies = max(1, -(-2 * l2 // footprint))
+    xs, qs, ss = pools(m, k, copies)
+    for i in range(3):
         quantize(xs[i % copies], qs[i % copies], ss[i % copies])
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    stops = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     torch.cuda.synchronize()
-    times = []
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    sleep_us = max(200, SLEEP_US_PER_LAUNCH * iters)
+    torch.cuda._sleep(sleep_us * SLEEP_CYCLES_PER_US)
+    t0 = time.perf_counter()
     for i in range(iters):
-        j = i % copies
-        start.record()
+        j = (3 + i) % copies
+        starts[i].record()
         quantize(xs[j], qs[j], ss[j])
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1e3)
-    times.sort()
-    median_us = times[len(times) // 2]
-    return {"m": m, "k": k, "median_us": median_us, "gbps": bytes_moved / median_us / 1e3}
+        stops[i].record()
+    queue_us = (time.perf_counter() - t0) * 1e6
+    torch.cuda.synchronize()
+    times = sorted(a.elapsed_time(b) * 1e3 for a, b in zip(starts, stops))
+    median_us = times[len(times) // 2] if len(times) % 2 else (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2
+    del xs, qs, ss
+    return {"m": m, "k": k, "median_us": median_us, "gbps": bytes_moved / median_us / 1e3, "copies": copies,
+            "queued_behind_sleep": queue_us < sleep_us}
 
 
 def first_call():
@@ -97,7 +113,7 @@ def first_call():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes")
-    ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--first-call", action="store_true")
     ap.add_argument("--cold-warm", action="store_true")
     args = ap.parse_args()

@@ -18,6 +18,9 @@ void add_all_commands(CLI::App& app) {
   add_dump_command(app);
   add_compile_command(app);
   add_cache_command(app);
+#ifdef KILN_BENCH
+  add_bench_command(app);
+#endif
 }
 
 }  // namespace kiln::cli

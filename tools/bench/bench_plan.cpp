@@ -15,6 +15,7 @@ BenchPlan BenchPlan::make(bool quick) {
   plan.memory_hit_calls = 200'000;
   plan.pick_calls = 2'000'000;
   plan.launch_chunks = 6;
+  plan.compile_reps = 1;
   plan.disk_loads = 200;
   return plan;
 }

@@ -9,17 +9,18 @@ namespace kiln::bench {
 
 struct BenchPlan {
   bool quick = false;
-  int ceiling_copies = 20;          ///< timed device-to-device copies
-  int arm_launches = 60;            ///< timed launches per arm and shape (one event pair each)
-  int floor_launches = 120;         ///< the same at the floor points, whose kernels are shorter
-  int decode_batch = 200;           ///< launches per back-to-back batch and per graph
-  int decode_reps = 10;             ///< batches and graph replays per decode shape
-  int jit_runs = 5;                 ///< fresh processes per JIT variant
+  int ceiling_copies = 20;   ///< timed device-to-device copies
+  int arm_launches = 60;     ///< timed launches per arm and shape (one event pair each)
+  int floor_launches = 120;  ///< the same at the floor points, whose kernels are shorter
+  int decode_batch = 200;    ///< launches per back-to-back batch and per graph
+  int decode_reps = 10;      ///< batches and graph replays per decode shape
+  int jit_runs = 5;          ///< fresh processes per JIT variant
   std::uint64_t memory_hit_calls = 1'000'000;
   std::uint64_t pick_calls = 10'000'000;
-  int launch_chunks = 20;           ///< chunks of `launch_chunk` launches, per path
+  int launch_chunks = 20;  ///< chunks of `launch_chunk` launches, per path
   int launch_chunk = 500;
-  int disk_loads = 1000;            ///< timed disk-cache hits per folder size
+  int compile_reps = 3;   ///< NVRTC compiles per measurement (after the process's first)
+  int disk_loads = 1000;  ///< timed disk-cache hits per folder size
   int disk_entries_small = 10;
   int disk_entries_large = 10'000;
 

@@ -15,7 +15,9 @@ inline std::int64_t now_ns() {
       .count();
 }
 
-inline double ms_between(std::int64_t from_ns, std::int64_t to_ns) { return static_cast<double>(to_ns - from_ns) / 1e6; }
+inline double ms_between(std::int64_t from_ns, std::int64_t to_ns) {
+  return static_cast<double>(to_ns - from_ns) / 1e6;
+}
 
 /// The median (mean of the middle two for an even count); 0 for no values.
 double median(std::vector<double> values);

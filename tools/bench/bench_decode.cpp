@@ -1,0 +1,172 @@
+// Decode shapes (M <= 16), where a launch costs more than the work: both arms launched back to
+// back through kiln and as a CUDA graph, next to an empty kernel launched the same two ways.
+#include <algorithm>
+#include <cmath>
+
+#include "bench_device.hpp"
+#include "bench_kernels.hpp"
+#include "bench_parts.hpp"
+#include "bench_plan.hpp"
+#include "bench_report.hpp"
+#include "bench_stats.hpp"
+#include "driver/driver_check.hpp"
+#include "kiln/ops/fp8_act_quant.hpp"
+
+namespace kiln::bench {
+
+namespace {
+
+struct LaunchTimes {
+  double batch_us = std::nan("");  ///< events around `batch` back-to-back stream launches, divided
+  double graph_us = std::nan("");  ///< events around one replay of a graph of `batch` launches, divided
+};
+
+/// µs per launch of `enqueue` (which queues one launch on the stream it is given), both ways.
+template <class Enqueue>
+LaunchTimes time_launches(const BenchPlan& plan, GpuSession& gpu, Enqueue&& enqueue) {
+  const auto& api = gpu.api();
+  const CUstream stream = gpu.stream();
+  const CUevent start = gpu.event(0), stop = gpu.event(1);
+  LaunchTimes out;
+
+  for (int i = 0; i < plan.decode_batch; ++i) enqueue(stream);
+  gpu.synchronize();
+  std::vector<double> batch;
+  for (int rep = 0; rep < plan.decode_reps; ++rep) {
+    // Why no spin ahead: host cost per launch is what this row is meant to show.
+    gpu.record(start);
+    for (int i = 0; i < plan.decode_batch; ++i) enqueue(stream);
+    gpu.record(stop);
+    gpu.synchronize();
+    batch.push_back(1e3 * gpu.elapsed_ms(start, stop) / plan.decode_batch);
+  }
+  out.batch_us = median(batch);
+
+  CUgraph graph = nullptr;
+  driver::check(api, api.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+  try {
+    for (int i = 0; i < plan.decode_batch; ++i) enqueue(stream);
+  } catch (...) {
+    if (api.cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS && graph != nullptr) api.cuGraphDestroy(graph);
+    throw;
+  }
+  driver::check(api, api.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
+  CUgraphExec exec = nullptr;
+  const CUresult instantiated = api.cuGraphInstantiateWithFlags(&exec, graph, 0);
+  api.cuGraphDestroy(graph);
+  driver::check(api, instantiated, "cuGraphInstantiateWithFlags");
+  try {
+    driver::check(api, api.cuGraphLaunch(exec, stream), "cuGraphLaunch");
+    gpu.synchronize();
+    std::vector<double> replays;
+    for (int rep = 0; rep < plan.decode_reps; ++rep) {
+      gpu.spin_us(100);  // Why: keeps the graph launch's own host latency out of the replay
+      gpu.record(start);
+      driver::check(api, api.cuGraphLaunch(exec, stream), "cuGraphLaunch");
+      gpu.record(stop);
+      gpu.synchronize();
+      replays.push_back(1e3 * gpu.elapsed_ms(start, stop) / plan.decode_batch);
+    }
+    out.graph_us = median(replays);
+  } catch (...) {
+    api.cuGraphExecDestroy(exec);
+    throw;
+  }
+  api.cuGraphExecDestroy(exec);
+  return out;
+}
+
+std::string ratio_text(double value) { return std::isnan(value) ? "-" : fixed(value, 2) + "x"; }
+
+}  // namespace
+
+void run_decode(const BenchPlan& plan, GpuSession& gpu, Report& report) {
+  const CUfunction empty = gpu.function(BENCH_MODULE, BENCH_EMPTY);
+  const LaunchTimes empty_times = time_launches(plan, gpu, [&](CUstream stream) {
+    const void* x = nullptr;
+    void* q = nullptr;
+    float* scales = nullptr;
+    std::uint32_t k = ops::FP8_QUANT_GROUP;
+    void* args[] = {&x, &q, &scales, &k};
+    // Why the raw call: the empty kernel is the floor of any launch; kiln's own cost per launch
+    // is measured on its own (launch overhead), and the arms below pay it.
+    driver::check(gpu.api(),
+                  gpu.api().cuLaunchKernel(empty, 1, 1, 1, ops::FP8_QUANT_GROUP, 1, 1, 0, stream, args, nullptr),
+                  "cuLaunchKernel");
+  });
+
+  Table table;
+  table.id = "decode";
+  table.title = "decode: us per launch, " + std::to_string(plan.decode_batch) +
+                " launches back to back on one stream (batch) and as one CUDA graph (graph), median of " +
+                std::to_string(plan.decode_reps) +
+                "; arms through kiln's launch, the empty kernel (grid 1, block 128) raw";
+  table.columns = {"M",          "K",    "shared batch",     "shared graph",    "twin batch",
+                   "twin graph", "pick", "pick/empty batch", "pick/empty graph"};
+  table.add({"empty", "-", "-", "-", "-", "-", "-", fixed(empty_times.batch_us, 2) + " us",
+             fixed(empty_times.graph_us, 2) + " us"},
+            {{"kernel", "empty"}, {"batch_us", empty_times.batch_us}, {"graph_us", empty_times.graph_us}});
+
+  double worst_batch = 0, worst_graph = 0;
+  std::string worst_batch_shape, worst_graph_shape;
+  for (std::uint32_t m : arm_ms()) {
+    if (m > DECODE_MAX_M) continue;
+    for (std::uint32_t k : arm_ks()) {
+      ShapeBuffers buffers(gpu, m, k);
+      const auto arm = [&](bool twin) {
+        const KernelHandle handle = twin ? gpu.quant().hopper() : gpu.quant().shared();
+        return time_launches(plan, gpu,
+                             [&](CUstream stream) { launch_quant(gpu, handle, twin, m, k, buffers.next(), stream); });
+      };
+      const LaunchTimes shared = arm(false);
+      const LaunchTimes twin = gpu.quant().twin_present() ? arm(true) : LaunchTimes{};
+      const bool pick_twin = gpu.quant().pick(m, k).twin;
+      const LaunchTimes& picked = pick_twin ? twin : shared;
+      const double batch_ratio = picked.batch_us / empty_times.batch_us;
+      const double graph_ratio = picked.graph_us / empty_times.graph_us;
+      const std::string shape = std::to_string(m) + " x " + std::to_string(k);
+      if (batch_ratio > worst_batch) {
+        worst_batch = batch_ratio;
+        worst_batch_shape = shape;
+      }
+      if (graph_ratio > worst_graph) {
+        worst_graph = graph_ratio;
+        worst_graph_shape = shape;
+      }
+      nlohmann::json record{{"m", m},
+                            {"k", k},
+                            {"shared_batch_us", shared.batch_us},
+                            {"shared_graph_us", shared.graph_us},
+                            {"pick", pick_twin ? "twin" : "shared"},
+                            {"pick_over_empty_batch", batch_ratio},
+                            {"pick_over_empty_graph", graph_ratio}};
+      if (gpu.quant().twin_present()) {
+        record["twin_batch_us"] = twin.batch_us;
+        record["twin_graph_us"] = twin.graph_us;
+      }
+      table.add({std::to_string(m), std::to_string(k), fixed(shared.batch_us, 2), fixed(shared.graph_us, 2),
+                 fixed(twin.batch_us, 2), fixed(twin.graph_us, 2), pick_twin ? "twin" : "shared",
+                 ratio_text(batch_ratio), ratio_text(graph_ratio)},
+                std::move(record));
+    }
+  }
+  table.notes.push_back("a graph replays the same launches, so its inputs are those of " +
+                        std::to_string(plan.decode_batch) +
+                        " rotations and small ones stay in L2, as a decode step's activations would");
+  report.add(std::move(table));
+
+  report.add_target(
+      {"decode (M <= 16), picked arm, back-to-back launches: worst ratio to the empty kernel",
+       ratio_text(worst_batch) + " at " + worst_batch_shape + " (empty " + fixed(empty_times.batch_us, 2) + " us)",
+       "<= 1.2x",
+       worst_batch <= 1.2,
+       {{"ratio", worst_batch}, {"empty_us", empty_times.batch_us}}});
+  report.add_target(
+      {"decode (M <= 16), picked arm, CUDA graph: worst ratio to the empty kernel",
+       ratio_text(worst_graph) + " at " + worst_graph_shape + " (empty " + fixed(empty_times.graph_us, 2) + " us)",
+       "<= 1.2x",
+       worst_graph <= 1.2,
+       {{"ratio", worst_graph}, {"empty_us", empty_times.graph_us}}});
+}
+
+}  // namespace kiln::bench

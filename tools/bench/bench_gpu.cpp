@@ -1,0 +1,242 @@
+// The bandwidth part: the device-to-device copy ceiling, both quantizer arms at every shape, and
+// the floor points where the pick decides between them.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "bench_device.hpp"
+#include "bench_parts.hpp"
+#include "bench_plan.hpp"
+#include "bench_report.hpp"
+#include "bench_stats.hpp"
+#include "driver/driver_check.hpp"
+#include "kiln/ops/fp8_act_quant.hpp"
+
+namespace kiln::bench {
+
+namespace {
+
+constexpr std::size_t COPY_BYTES = std::size_t{4} << 30;
+constexpr double TIE = 0.03;             // arms within 3% are a tie: either choice agrees
+constexpr double LARGE_ELEMENTS = 32e6;  // "M*K >= 32M elements", read as decimal millions (the stricter)
+
+struct Ceiling {
+  double gbps = 0;
+  double ms = 0;
+};
+
+/// Median of event-timed cuMemcpyDtoDAsync of COPY_BYTES, counting bytes read plus written.
+Ceiling measure_ceiling(const BenchPlan& plan, GpuSession& gpu) {
+  test::DeviceBuffer src(gpu.context(), COPY_BYTES), dst(gpu.context(), COPY_BYTES);
+  gpu.fill_bf16(src.get(), COPY_BYTES / 2, 7);
+  const auto copy = [&] {
+    driver::check(gpu.api(),
+                  gpu.api().cuMemcpyDtoDAsync_v2(reinterpret_cast<CUdeviceptr>(dst.get()),
+                                                 reinterpret_cast<CUdeviceptr>(src.get()), COPY_BYTES, gpu.stream()),
+                  "cuMemcpyDtoDAsync");
+  };
+  copy();
+  copy();
+  gpu.event(2 * static_cast<std::size_t>(plan.ceiling_copies));
+  gpu.synchronize();
+  gpu.spin_us(200);
+  for (int i = 0; i < plan.ceiling_copies; ++i) {
+    gpu.record(gpu.event(2 * static_cast<std::size_t>(i)));
+    copy();
+    gpu.record(gpu.event(2 * static_cast<std::size_t>(i) + 1));
+  }
+  gpu.synchronize();
+  std::vector<double> ms;
+  for (int i = 0; i < plan.ceiling_copies; ++i)
+    ms.push_back(
+        gpu.elapsed_ms(gpu.event(2 * static_cast<std::size_t>(i)), gpu.event(2 * static_cast<std::size_t>(i) + 1)));
+  Ceiling out;
+  out.ms = median(ms);
+  out.gbps = 2.0 * static_cast<double>(COPY_BYTES) / (out.ms * 1e-3) / 1e9;
+  return out;
+}
+
+struct ArmPair {
+  std::uint32_t m = 0, k = 0;
+  double shared_us = 0;
+  double twin_us = std::numeric_limits<double>::quiet_NaN();  ///< NaN: the image has no twin
+  std::size_t copies = 0;
+  bool pick_twin = false;
+  bool has_twin() const { return !std::isnan(twin_us); }
+  bool faster_twin() const { return has_twin() && twin_us < shared_us; }
+  bool tie() const { return has_twin() && std::fabs(twin_us - shared_us) <= TIE * std::min(twin_us, shared_us); }
+  bool agree() const { return !has_twin() || tie() || pick_twin == faster_twin(); }
+};
+
+ArmPair measure_pair(GpuSession& gpu, std::uint32_t m, std::uint32_t k, int launches) {
+  ShapeBuffers buffers(gpu, m, k);
+  ArmPair pair;
+  pair.m = m;
+  pair.k = k;
+  pair.copies = buffers.copies();
+  pair.shared_us = time_arm_us(gpu, buffers, gpu.quant().shared(), false, launches);
+  if (gpu.quant().twin_present()) pair.twin_us = time_arm_us(gpu, buffers, gpu.quant().hopper(), true, launches);
+  pair.pick_twin = gpu.quant().pick(m, k).twin;
+  return pair;
+}
+
+std::string arm_name(bool twin) { return twin ? "twin" : "shared"; }
+
+double gbps(std::uint32_t m, std::uint32_t k, double us) { return quant_bytes(m, k) / (us * 1e-6) / 1e9; }
+
+nlohmann::json pair_json(const ArmPair& pair) {
+  nlohmann::json row{{"m", pair.m},
+                     {"k", pair.k},
+                     {"bytes", quant_bytes(pair.m, pair.k)},
+                     {"copies", pair.copies},
+                     {"shared_us", pair.shared_us},
+                     {"pick", arm_name(pair.pick_twin)},
+                     {"agree", pair.agree()},
+                     {"tie", pair.tie()}};
+  if (pair.has_twin()) {
+    row["twin_us"] = pair.twin_us;
+    row["faster"] = arm_name(pair.faster_twin());
+  }
+  return row;
+}
+
+/// pair_json plus each arm's GB/s and fraction of the ceiling.
+nlohmann::json bandwidth_json(const ArmPair& pair, const Ceiling& ceiling) {
+  nlohmann::json row = pair_json(pair);
+  row["shared_gbps"] = gbps(pair.m, pair.k, pair.shared_us);
+  row["shared_of_ceiling"] = gbps(pair.m, pair.k, pair.shared_us) / ceiling.gbps;
+  if (pair.has_twin()) {
+    row["twin_gbps"] = gbps(pair.m, pair.k, pair.twin_us);
+    row["twin_of_ceiling"] = gbps(pair.m, pair.k, pair.twin_us) / ceiling.gbps;
+  }
+  return row;
+}
+
+std::string percent(double fraction) { return fixed(100 * fraction, 1) + "%"; }
+
+void arms_table(const BenchPlan& plan, GpuSession& gpu, const Ceiling& ceiling, Report& report) {
+  Table table;
+  table.id = "arms";
+  table.title =
+      "arms: median kernel time per launch (" + std::to_string(plan.arm_launches) +
+      " launches, each between its own events, queued back to back behind a spin; inputs rotated over 2x L2); "
+      "bytes = 3MK + 4MK/128";
+  table.columns = {"M",       "K",         "MB",         "shared us", "shared GB/s", "shared %ceil",
+                   "twin us", "twin GB/s", "twin %ceil", "pick",      "faster",      "agree"};
+  std::vector<ArmPair> pairs;
+  for (std::uint32_t m : arm_ms())
+    for (std::uint32_t k : arm_ks()) {
+      const ArmPair pair = measure_pair(gpu, m, k, plan.arm_launches);
+      pairs.push_back(pair);
+      const double shared_gbps = gbps(m, k, pair.shared_us);
+      const double twin_gbps = pair.has_twin() ? gbps(m, k, pair.twin_us) : std::nan("");
+      table.add(
+          {std::to_string(m), std::to_string(k), fixed(quant_bytes(m, k) / 1e6, 2), fixed(pair.shared_us, 2),
+           fixed(shared_gbps, 0), percent(shared_gbps / ceiling.gbps), fixed(pair.twin_us, 2), fixed(twin_gbps, 0),
+           pair.has_twin() ? percent(twin_gbps / ceiling.gbps) : "-", arm_name(pair.pick_twin),
+           pair.has_twin() ? (pair.tie() ? "tie" : arm_name(pair.faster_twin())) : "-", yes_no(pair.agree())},
+          bandwidth_json(pair, ceiling));
+    }
+  const auto agreeing = std::count_if(pairs.begin(), pairs.end(), [](const ArmPair& p) { return p.agree(); });
+  table.notes.push_back("pick (device SM count " + std::to_string(gpu.backend().device().sm_count) + ", lever " +
+                        (ops::fp8_act_quant_hopper_enabled() ? "on" : "off") + ") chose the faster arm at " +
+                        std::to_string(agreeing) + " of " + std::to_string(pairs.size()) +
+                        " shapes (3% counts as a tie)");
+  report.add(std::move(table));
+
+  if (!gpu.quant().twin_present()) {
+    report.add_target({"twin bandwidth targets", "no twin in this image (" + gpu.backend().target()->name() + ")",
+                       "Hopper only", std::nullopt});
+    return;
+  }
+  const ArmPair* worst = nullptr;
+  std::vector<double> shared_large;
+  for (const auto& pair : pairs) {
+    if (static_cast<double>(pair.m) * pair.k < LARGE_ELEMENTS) continue;
+    shared_large.push_back(gbps(pair.m, pair.k, pair.shared_us) / ceiling.gbps);
+    if (worst == nullptr ||
+        pair.twin_us / quant_bytes(pair.m, pair.k) > worst->twin_us / quant_bytes(worst->m, worst->k))
+      worst = &pair;
+  }
+  if (worst != nullptr) {
+    const double fraction = gbps(worst->m, worst->k, worst->twin_us) / ceiling.gbps;
+    report.add_target({"twin, M*K >= 32e6: worst shape's fraction of the copy ceiling",
+                       percent(fraction) + " at " + std::to_string(worst->m) + " x " + std::to_string(worst->k),
+                       ">= 90%",
+                       fraction >= 0.90,
+                       {{"fraction", fraction}, {"m", worst->m}, {"k", worst->k}}});
+    const double shared_median = median(shared_large);
+    report.add_target({"shared kernel, M*K >= 32e6: median fraction of the copy ceiling",
+                       percent(shared_median),
+                       "(report)",
+                       std::nullopt,
+                       {{"fraction", shared_median}}});
+  }
+  for (const auto& pair : pairs)
+    if (pair.m == 2048 && pair.k == 7168) {
+      const double fraction = gbps(pair.m, pair.k, pair.twin_us) / ceiling.gbps;
+      report.add_target({"twin, 2048 x 7168: fraction of the copy ceiling",
+                         percent(fraction),
+                         ">= 75%",
+                         fraction >= 0.75,
+                         {{"fraction", fraction}, {"us", pair.twin_us}}});
+    }
+}
+
+void floor_table(const BenchPlan& plan, GpuSession& gpu, Report& report) {
+  if (!gpu.quant().twin_present()) {
+    report.skip("floor", "no twin in this image (" + gpu.backend().target()->name() + ")");
+    return;
+  }
+  Table table;
+  table.id = "floor";
+  table.title = "floor: twin against shared where the CTA floor decides (" + std::to_string(plan.floor_launches) +
+                " launches each, timed as the arms)";
+  table.columns = {"M", "K", "twin CTAs", "shared us", "twin us", "faster", "pick", "agree"};
+  int agreeing = 0, points = 0;
+  std::string misses;
+  for (std::uint32_t k : floor_ks())
+    for (std::uint32_t m : floor_ms()) {
+      const ArmPair pair = measure_pair(gpu, m, k, plan.floor_launches);
+      ++points;
+      if (pair.agree())
+        ++agreeing;
+      else
+        misses += (misses.empty() ? "" : ", ") + std::to_string(m) + "x" + std::to_string(k);
+      auto record = pair_json(pair);
+      record["twin_ctas"] = ops::fp8_quant_hopper_ctas(m, k);
+      table.add({std::to_string(m), std::to_string(k), std::to_string(ops::fp8_quant_hopper_ctas(m, k)),
+                 fixed(pair.shared_us, 2), fixed(pair.twin_us, 2), pair.tie() ? "tie" : arm_name(pair.faster_twin()),
+                 arm_name(pair.pick_twin), yes_no(pair.agree())},
+                std::move(record));
+    }
+  table.notes.push_back("the floor: " + std::to_string(ops::FP8_QUANT_MIN_CTAS_PER_SM) + " twin CTAs per SM x " +
+                        std::to_string(gpu.backend().device().sm_count) +
+                        " SMs = " + std::to_string(ops::fp8_quant_min_ctas(gpu.backend().device().sm_count)) + " CTAs");
+  report.add(std::move(table));
+  report.add_target(
+      {"floor: the pick routes every point to the faster arm (ties within 3% either way)",
+       std::to_string(agreeing) + " of " + std::to_string(points) + (misses.empty() ? "" : "; missed " + misses),
+       "all",
+       agreeing == points,
+       {{"agree", agreeing}, {"points", points}}});
+}
+
+}  // namespace
+
+void run_gpu(const BenchPlan& plan, GpuSession& gpu, Report& report) {
+  const Ceiling ceiling = measure_ceiling(plan, gpu);
+  Table table;
+  table.id = "ceiling";
+  table.title = "ceiling: cuMemcpyDtoDAsync of 4 GiB, bytes read plus written (median of " +
+                std::to_string(plan.ceiling_copies) + ")";
+  table.columns = {"copy", "ms", "GB/s"};
+  table.add(
+      {"4 GiB device to device", fixed(ceiling.ms, 3), fixed(ceiling.gbps, 0)},
+      {{"bytes_copied", COPY_BYTES}, {"bytes_counted", 2 * COPY_BYTES}, {"ms", ceiling.ms}, {"gbps", ceiling.gbps}});
+  report.add(std::move(table));
+  arms_table(plan, gpu, ceiling, report);
+  floor_table(plan, gpu, report);
+}
+
+}  // namespace kiln::bench
