@@ -4,12 +4,14 @@
 
 #include <cstring>
 
+#include "error_of.hpp"
 #include "kiln/error.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "recording_backend.hpp"
 
 using namespace kiln;
 using namespace kiln::ops;
+using kiln::test::error_of;
 
 namespace {
 
@@ -18,15 +20,6 @@ const KernelHandle HOPPER{22};
 
 // Fake device addresses: never dereferenced, only checked for alignment and passed through.
 void* address(std::uintptr_t value) { return reinterpret_cast<void*>(value); }
-
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

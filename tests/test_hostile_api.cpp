@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 
+#include "error_of.hpp"
 #include "cache_test_support.hpp"
 #include "hostile_support.hpp"
 #include "kiln/cuda_backend.hpp"
@@ -29,15 +30,6 @@ constexpr std::uint32_t K_MAX = U32_MAX / 128 * 128;  // the largest k that is a
 
 void* address(std::uintptr_t value) { return reinterpret_cast<void*>(value); }
 float* scales_at(std::uintptr_t value) { return static_cast<float*>(address(value)); }
-
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 // or a kiln::Error naming the call, log once, and neither crash nor leak.
 #include <catch2/catch.hpp>
 
+#include "error_of.hpp"
 #include "cache_test_support.hpp"
 #include "driver/primary_context.hpp"
 #include "hostile_support.hpp"
@@ -19,15 +20,6 @@ namespace {
 
 const KernelSource BROKEN{"broken_module", "common", {"broken_entry"},
                           "extern \"C\" __global__ void broken_entry() { this is not C++; }\n", "0"};
-
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Every call the module and launch paths make, failing from now on.
 const char* const DEVICE_CALLS[] = {"cuCtxGetCurrent",    "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2",
