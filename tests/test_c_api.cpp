@@ -277,19 +277,19 @@ TEST_CASE("C ABI: the plan is Fp8ActQuant::pick_with for any device, lever and s
 
 TEST_CASE("C ABI: the plan's verdicts on an H200 and their texts") {
   kiln_fp8_pick pick = sized<kiln_fp8_pick>();
-  REQUIRE(kiln_fp8_act_quant_plan(53, 5120, 132, 1, KILN_FP8_LEVER_ON, &pick) == KILN_OK);
+  REQUIRE(kiln_fp8_act_quant_plan(22, 5120, 132, 1, KILN_FP8_LEVER_ON, &pick) == KILN_OK);
   CHECK(pick.twin == 1);
   CHECK(pick.reject == KILN_FP8_REJECT_NONE);
   CHECK(std::string(pick.entry) == "per_token_group_quant_fp8_hopper");
   CHECK(std::string(pick.reason).empty());
-  CHECK(pick.grid[0] == 53);
-  CHECK(pick.grid[1] == 5);
+  CHECK(pick.grid[0] == 22);
+  CHECK(pick.grid[1] == 3);
 
-  REQUIRE(kiln_fp8_act_quant_plan(52, 5120, 132, 1, KILN_FP8_LEVER_ON, &pick) == KILN_OK);
+  REQUIRE(kiln_fp8_act_quant_plan(21, 5120, 132, 1, KILN_FP8_LEVER_ON, &pick) == KILN_OK);
   CHECK(pick.twin == 0);
   CHECK(pick.reject == KILN_FP8_REJECT_TOO_FEW_CTAS);
   CHECK(std::string(pick.entry) == "per_token_group_quant_fp8");
-  CHECK(std::string(pick.reason) == "too few CTAs to fill the device at 8 K-groups per CTA");
+  CHECK(std::string(pick.reason) == "too few CTAs to fill the device at 16 K-groups per CTA");
   CHECK(pick.grid[1] == 40);
 
   REQUIRE(kiln_fp8_act_quant_plan(4096, 5120, 132, 1, KILN_FP8_LEVER_OFF, &pick) == KILN_OK);

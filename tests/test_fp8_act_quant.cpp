@@ -40,7 +40,7 @@ TEST_CASE("a pick never pairs one kernel with the other's grid") {
           }
 }
 
-TEST_CASE("M is on grid X in both arms; shared grid is (M, K/128, 1); twin Y is max(1, ceil(L/8))") {
+TEST_CASE("M is on grid X in both arms; shared grid is (M, K/128, 1); twin Y splits few rows") {
   for (auto m : sample_m())
     for (auto k : sample_k()) {
       CAPTURE(m, k);
@@ -50,14 +50,20 @@ TEST_CASE("M is on grid X in both arms; shared grid is (M, K/128, 1); twin Y is 
       const auto twin = fp8_quant_grid(true, m, k);
       CHECK(twin[0] == m);
       CHECK(twin[2] == 1);
-      const std::uint32_t expected_y = std::max<std::uint32_t>(1, ceil_div(groups, 8));
-      // kiln clamps Y at the driver's limit; below it the seed's rule holds exactly.
-      CHECK(twin[1] == std::min(expected_y, FP8_QUANT_MAX_GRID_Y));
+      const std::uint32_t busy_slots_y = std::max<std::uint32_t>(1, ceil_div(groups, 16));
+      const std::uint32_t fill_y = ceil_div(FP8_QUANT_HOPPER_TARGET_CTAS, std::max<std::uint32_t>(m, 1));
+      CHECK(twin[1] == std::min(busy_slots_y, fill_y));
       CHECK(twin[1] >= 1);
+      CHECK(twin[1] <= FP8_QUANT_MAX_GRID_Y);
       if (groups > 0) CHECK(twin[1] <= groups);
     }
-  CHECK(fp8_quant_grid(true, 4, 128u * 8 * 65535)[1] == 65535);
-  CHECK(fp8_quant_grid(true, 4, 128u * (8 * 65535 + 1))[1] == 65535);
+  // Measured on the H200 (bench/results/2026-12-03-h200-twin-geometry.md).
+  CHECK(fp8_quant_grid(true, 8192, 7168)[1] == 1);
+  CHECK(fp8_quant_grid(true, 4576, 7168)[1] == 1);
+  CHECK(fp8_quant_grid(true, 2048, 7168)[1] == 2);
+  CHECK(fp8_quant_grid(true, 512, 7168)[1] == 4);
+  CHECK(fp8_quant_grid(true, 128, 18432)[1] == 9);
+  CHECK(fp8_quant_grid(true, 1, 128u * 524281)[1] == FP8_QUANT_HOPPER_TARGET_CTAS);
 }
 
 TEST_CASE("for every L and every grid Y in 1..=L the spans of blocks 0..Y partition 0..L exactly once") {
@@ -82,7 +88,7 @@ TEST_CASE("for every L and every grid Y in 1..=L the spans of blocks 0..Y partit
   CHECK(fp8_quant_hopper_span(1u << 31, 2, 1u << 31) == std::pair<std::uint32_t, std::uint32_t>{1u << 31, 1u << 31});
 }
 
-TEST_CASE("a CTA at the seed's Y extent spans at most 8 groups, one per slot") {
+TEST_CASE("when rows are split, a CTA at kiln's Y extent spans at most 16 groups, one per slot") {
   for (std::uint32_t groups = 1; groups <= 4096; ++groups) {
     const std::uint32_t grid_y = fp8_quant_grid(true, 1, groups * 128)[1];
     for (std::uint32_t block = 0; block < grid_y; ++block) {
@@ -92,19 +98,22 @@ TEST_CASE("a CTA at the seed's Y extent spans at most 8 groups, one per slot") {
   }
 }
 
-TEST_CASE("lanes cover each 128-element group exactly once with 16 disjoint 8-element ranges") {
-  for (std::uint32_t span = 1; span <= 8; ++span) {
+TEST_CASE("lanes cover each 128-element group exactly once with 8 lanes of two 8-element runs") {
+  for (std::uint32_t span = 1; span <= 16; ++span) {
     std::vector<std::vector<int>> covered(span, std::vector<int>(128, 0));
     for (std::uint32_t tid = 0; tid < 128; ++tid) {
       const auto lane = fp8_quant_hopper_lane(tid, span);
-      if (tid / 16 >= span) {
+      if (tid / 8 >= span) {
         CHECK_FALSE(lane.has_value());  // slots past the span get nothing
         continue;
       }
       REQUIRE(lane.has_value());
-      CHECK(lane->sub == tid / 16);
-      CHECK(lane->end - lane->start == 8);
-      for (auto e = lane->start; e < lane->end; ++e) ++covered[lane->sub][e];
+      CHECK(lane->sub == tid / 8);
+      // Run w of lane l starts at (8w + l) * 8, so each run's 8 lanes read 128 contiguous bytes.
+      CHECK(lane->starts[0] == (tid % 8) * 8);
+      CHECK(lane->starts[1] == 64 + (tid % 8) * 8);
+      for (const auto start : lane->starts)
+        for (auto e = start; e < start + FP8_QUANT_HOPPER_RUN; ++e) ++covered[lane->sub][e];
     }
     for (std::uint32_t sub = 0; sub < span; ++sub)
       for (int element = 0; element < 128; ++element) {

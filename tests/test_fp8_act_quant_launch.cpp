@@ -105,7 +105,7 @@ TEST_CASE("pointers not aligned for the twin route to the shared kernel, and the
              Catch::Contains("'x'") && Catch::Contains("16-byte"));
 }
 
-TEST_CASE("the twin clamps its grid Y at large K instead of failing") {
+TEST_CASE("the twin takes a K past the shared kernel's grid-Y limit, on its own bounded Y") {
   test::RecordingBackend gpu(132);
   const Fp8ActQuant quant(SHARED, HOPPER, 132);
   if (!fp8_act_quant_hopper_enabled()) return;
@@ -113,5 +113,5 @@ TEST_CASE("the twin clamps its grid Y at large K instead of failing") {
   quant.launch(gpu, address(0x10000), address(0x20000), static_cast<float*>(address(0x30000)), 1, k, nullptr);
   REQUIRE(gpu.launches.size() == 1);
   CHECK(gpu.launches[0].kernel == HOPPER);
-  CHECK(gpu.launches[0].grid.y == FP8_QUANT_MAX_GRID_Y);
+  CHECK(gpu.launches[0].grid.y == FP8_QUANT_HOPPER_TARGET_CTAS);
 }

@@ -312,6 +312,50 @@ TEST_CASE("quantize: true division, where x * (1 / scale) gives another byte") {
   CHECK(out.q[1] != float_to_e4m3(v * (1.0f / scale)));
 }
 
+namespace {
+
+// kiln::fp8::clamped_ratio_by_reciprocal (fp8_e4m3.cuh) in host arithmetic: 1.0f / scale is
+// __frcp_rn, `*` __fmul_rn, std::fma __fmaf_rn (x86-64's baseline has no fma instruction, so the
+// compiler cannot fuse the product either).
+float ratio_by_reciprocal(float x, float scale) {
+  const float recip = 1.0f / scale;
+  const float first = x * recip;
+  const float residual = std::fma(-first, scale, x);
+  return std::fmin(std::fmax(std::copysign(std::fma(residual, recip, first), x), -448.0f), 448.0f);
+}
+
+// Pairs (absmax, x) whose codes differ between the twin's division and true division; x walks
+// every bf16 of magnitude <= absmax in steps of `stride` from `offset`.
+std::uint64_t reciprocal_mismatches(std::uint32_t absmax_bits, std::uint32_t stride, std::uint32_t offset,
+                                    std::uint64_t& pairs) {
+  const float absmax = bf16_to_float(static_cast<std::uint16_t>(absmax_bits));
+  const float scale = std::fmax(absmax, 1e-10f) / 448.0f;
+  std::uint64_t bad = 0;
+  for (std::uint32_t magnitude = offset % stride; magnitude <= absmax_bits; magnitude += stride)
+    for (const std::uint32_t sign : {0u, 0x8000u}) {
+      const float v = bf16_to_float(static_cast<std::uint16_t>(sign | magnitude));
+      ++pairs;
+      if (kiln::fp8::e4m3_from_bits(bits(ratio_by_reciprocal(v, scale))) != expected_code(v, scale)) ++bad;
+    }
+  return bad;
+}
+
+}  // namespace
+
+TEST_CASE("the twin's reciprocal-and-fma division gives true division's code for every group") {
+  // bench/twin_geometry.cu checks all ~2^31 (absmax, x) pairs on the GPU; here every finite absmax
+  // with a 1/61 sample of x, and every x for the edges: zero, denormals, eps, 1, the largest.
+  std::uint64_t pairs = 0, bad = 0;
+  for (std::uint32_t a = 0; a < BF16_INF; ++a) bad += reciprocal_mismatches(a, 61, a, pairs);
+  for (const std::uint32_t a : {0x0000u, 0x0001u, 0x007fu, 0x0080u, 0x2edbu, 0x2edcu, 0x3f80u, 0x43e0u, 0x7f7fu})
+    bad += reciprocal_mismatches(a, 1, 0, pairs);
+  CAPTURE(pairs);
+  CHECK(pairs > 17'000'000);
+  CHECK(bad == 0);
+  // The sign of a quotient that underflows is kept: -tiny / huge scale is e4m3 -0 (0x80).
+  CHECK(kiln::fp8::e4m3_from_bits(bits(ratio_by_reciprocal(-1e-38f, 3e38f / 448.0f))) == 0x80);
+}
+
 TEST_CASE("quantize: bad arguments name the argument") {
   std::vector<std::uint16_t> x(GROUP, 0);
   std::vector<std::uint8_t> q(GROUP);
@@ -368,10 +412,9 @@ namespace {
 
 // The Hopper twin's work split, walked on the host as per_token_group_quant_fp8_hopper walks it
 // (kernels_src/hopper/fp8_act_quant_hopper.cu): CTA (row, by) owns fp8_quant_hopper_span's groups;
-// thread tid is slot `sub` / lane of fp8_quant_hopper_lane; slot `sub` takes groups g0 + sub + 8i,
-// TWIN_UNROLL per pass; lane 0 writes the scale. Keep this loop and the kernel's in step.
+// thread tid is slot `sub` / lane of fp8_quant_hopper_lane; slot `sub` takes groups g0 + sub + 16i;
+// lane 0 writes the scale. Keep this loop and the kernel's in step.
 constexpr std::uint32_t TWIN_THREADS = 128;
-constexpr std::uint32_t TWIN_UNROLL = 2;  // HQ_UNROLL in the kernel
 
 struct TwinWrites {
   std::vector<std::uint8_t> q;       // writes per element of [m, k]
@@ -387,13 +430,12 @@ TwinWrites walk_twin(std::uint32_t m, std::uint32_t k, std::uint32_t grid_y) {
       for (std::uint32_t tid = 0; tid < TWIN_THREADS; ++tid) {
         const auto lane = fp8_quant_hopper_lane(tid, g_end - g0);
         if (!lane) continue;
-        for (std::uint32_t g = g0 + lane->sub; g < g_end; g += FP8_QUANT_HOPPER_GROUPS_PER_CTA * TWIN_UNROLL)
-          for (std::uint32_t u = 0; u < TWIN_UNROLL; ++u) {
-            const std::uint32_t gu = g + u * FP8_QUANT_HOPPER_GROUPS_PER_CTA;
-            if (gu >= g_end) continue;
-            for (std::uint32_t e = lane->start; e < lane->end; ++e) ++writes.q[row * k + std::uint64_t{gu} * GROUP + e];
-            if (lane->start == 0) ++writes.scales[row * groups + gu];
-          }
+        for (std::uint32_t g = g0 + lane->sub; g < g_end; g += FP8_QUANT_HOPPER_GROUPS_PER_CTA) {
+          for (const auto start : lane->starts)
+            for (std::uint32_t e = start; e < start + FP8_QUANT_HOPPER_RUN; ++e)
+              ++writes.q[row * k + std::uint64_t{g} * GROUP + e];
+          if (lane->starts[0] == 0) ++writes.scales[row * groups + g];
+        }
       }
     }
   return writes;
@@ -412,11 +454,11 @@ TEST_CASE("the twin's host walk is the kernel's loop") {
   const auto* twin = find_module(FP8_QUANT_HOPPER_MODULE);
   REQUIRE(twin != nullptr);
   const std::string_view text = twin->text;
-  CHECK(text.find("constexpr unsigned HQ_UNROLL = " + std::to_string(TWIN_UNROLL) + ";") != std::string_view::npos);
-  CHECK(text.find("constexpr unsigned HQ_LANES = 16;") != std::string_view::npos);
-  CHECK(text.find("for (unsigned g = g0 + sub; g < g_end; g += HQ_GROUPS_PER_CTA * HQ_UNROLL)") != std::string_view::npos);
-  CHECK(text.find("const unsigned gu = g + u * HQ_GROUPS_PER_CTA;") != std::string_view::npos);
-  CHECK(text.find("lane == 0 ? ss + gu : nullptr") != std::string_view::npos);
+  CHECK(text.find("constexpr unsigned HQ_LANES = " + std::to_string(FP8_QUANT_HOPPER_LANES) + ";") != std::string_view::npos);
+  CHECK(text.find("constexpr unsigned HQ_VEC = " + std::to_string(FP8_QUANT_HOPPER_RUN) + ";") != std::string_view::npos);
+  CHECK(text.find("constexpr unsigned HQ_VEC_STRIDE = HQ_LANES * HQ_VEC;") != std::string_view::npos);
+  CHECK(text.find("for (unsigned g = g0 + sub; g < g_end; g += HQ_GROUPS_PER_CTA)") != std::string_view::npos);
+  CHECK(text.find("lane == 0 ? ss + g : nullptr") != std::string_view::npos);
 }
 
 TEST_CASE("the twin's work split writes every element and scale once, for any grid Y") {
@@ -435,8 +477,8 @@ TEST_CASE("the twin's work split writes every element and scale once, for any gr
   }
 }
 
-TEST_CASE("the twin's work split on kiln's grid, including past the grid-Y clamp (span 9)") {
-  for (std::uint32_t groups : {1u, 8u, 9u, 40u, 56u, 136u, 8u * 65535 + 1}) {
+TEST_CASE("the twin's work split on kiln's grid, including a span of 171 groups per CTA") {
+  for (std::uint32_t groups : {1u, 8u, 9u, 16u, 17u, 40u, 56u, 136u, 8u * 65535 + 1}) {
     const std::uint32_t k = groups * GROUP;
     const std::uint32_t m = groups > 1000 ? 1 : 3;
     const auto grid = fp8_quant_grid(true, m, k);
@@ -446,5 +488,5 @@ TEST_CASE("the twin's work split on kiln's grid, including past the grid-Y clamp
     CHECK(first_not_once(writes.q) == -1);
     CHECK(first_not_once(writes.scales) == -1);
   }
-  CHECK(fp8_quant_hopper_span(8u * 65535 + 1, fp8_quant_grid(true, 1, 128u * (8u * 65535 + 1))[1], 0).second == 9);
+  CHECK(fp8_quant_hopper_span(8u * 65535 + 1, fp8_quant_grid(true, 1, 128u * (8u * 65535 + 1))[1], 0).second == 171);
 }

@@ -46,7 +46,7 @@ void print_pick(const PickArgs& args) {
   std::printf("m=%u k=%u sm_count=%u lever=%s\n", args.m, args.k, args.sm_count, requested ? "on" : "off");
   std::printf("kernel: %s\ngrid:   %s  block (128, 1, 1)\n", kernel.c_str(), grid_text(chosen.grid).c_str());
   if (chosen.twin)
-    std::printf("why:    the twin's %llu CTAs reach the floor of %llu (%u per SM x %u SMs)\n",
+    std::printf("why:    the twin's %llu CTAs reach the floor of %llu (%g per SM x %u SMs)\n",
                 static_cast<unsigned long long>(ctas), static_cast<unsigned long long>(floor),
                 ops::FP8_QUANT_MIN_CTAS_PER_SM, args.sm_count);
   else

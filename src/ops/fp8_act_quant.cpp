@@ -29,11 +29,4 @@ Fp8QuantPick Fp8ActQuant::pick_with(bool requested, std::uint32_t m, std::uint32
   return chosen;
 }
 
-Fp8QuantPick Fp8ActQuant::pick_with(bool requested, std::uint32_t m, std::uint32_t k,
-                                    std::uint32_t sm_count) const {
-  const auto reject = fp8_act_quant_hopper_reject(requested, twin_present(), shared_.loaded(), m, k, sm_count);
-  const bool twin = !reject.has_value();
-  return Fp8QuantPick{twin ? hopper_ : shared_, fp8_quant_grid(twin, m, k), twin, reject, requested};
-}
-
 }  // namespace kiln::ops

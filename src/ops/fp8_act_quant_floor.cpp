@@ -15,14 +15,10 @@ std::string_view to_string(Fp8HopperReject reason) {
   switch (reason) {
     case Fp8HopperReject::absent: return "kernel absent from this image (hopper family only)";
     case Fp8HopperReject::not_requested: return "not requested";
-    case Fp8HopperReject::too_few_ctas: return "too few CTAs to fill the device at 8 K-groups per CTA";
+    case Fp8HopperReject::too_few_ctas: return "too few CTAs to fill the device at 16 K-groups per CTA";
     case Fp8HopperReject::misaligned: return "pointers not 16-byte aligned for the twin's uint4 loads";
   }
   return "unknown";
-}
-
-std::uint64_t fp8_quant_min_ctas(std::uint32_t sm_count) {
-  return std::uint64_t{FP8_QUANT_MIN_CTAS_PER_SM} * std::max<std::uint32_t>(sm_count, 1);
 }
 
 std::uint64_t fp8_quant_hopper_ctas(std::uint32_t m, std::uint32_t k) {
@@ -31,20 +27,22 @@ std::uint64_t fp8_quant_hopper_ctas(std::uint32_t m, std::uint32_t k) {
 }
 
 std::uint32_t fp8_quant_hopper_min_m(std::uint32_t k, std::uint32_t sm_count) {
-  const std::uint64_t per_row = fp8_quant_hopper_ctas(1, k);
   const std::uint64_t floor = fp8_quant_min_ctas(sm_count);
-  const std::uint64_t m = floor / per_row + (floor % per_row != 0);
+  // Why a scan and not floor / CTAs-per-row: Y shrinks as M grows past the CTA target, so the
+  // count is M * Y only while rows are split. No M reaches the floor with fewer rows than
+  // floor / (CTAs of one row); from the target on, Y is 1 and the count is M itself.
+  const std::uint64_t per_row = fp8_quant_hopper_ctas(1, k);
+  std::uint64_t m = floor / per_row + (floor % per_row != 0);
+  while (m < FP8_QUANT_HOPPER_TARGET_CTAS && fp8_quant_hopper_ctas(static_cast<std::uint32_t>(m), k) < floor) ++m;
+  if (m >= FP8_QUANT_HOPPER_TARGET_CTAS) m = std::max(m, floor);
   return static_cast<std::uint32_t>(std::min<std::uint64_t>(m, std::numeric_limits<std::uint32_t>::max()));
 }
 
 std::optional<Fp8HopperReject> fp8_act_quant_hopper_reject(bool requested, bool twin_present,
                                                            bool shared_present, std::uint32_t m,
                                                            std::uint32_t k, std::uint32_t sm_count) {
-  if (!twin_present) return Fp8HopperReject::absent;
-  if (!shared_present) return std::nullopt;
-  if (!requested) return Fp8HopperReject::not_requested;
-  if (fp8_quant_hopper_ctas(m, k) < fp8_quant_min_ctas(sm_count)) return Fp8HopperReject::too_few_ctas;
-  return std::nullopt;
+  return fp8_act_quant_hopper_reject_ctas(requested, twin_present, shared_present, fp8_quant_hopper_ctas(m, k),
+                                          sm_count);
 }
 
 bool fp8_act_quant_hopper_enabled() {

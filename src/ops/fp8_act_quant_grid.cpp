@@ -6,18 +6,7 @@ namespace kiln::ops {
 
 namespace {
 constexpr std::uint32_t div_ceil(std::uint32_t a, std::uint32_t b) { return a / b + (a % b != 0); }
-constexpr std::uint32_t HOPPER_LANES = 16;
-constexpr std::uint32_t HOPPER_ELEMS = 8;
 }  // namespace
-
-std::array<std::uint32_t, 3> fp8_quant_grid(bool hopper, std::uint32_t m, std::uint32_t k) {
-  const std::uint32_t groups = k / FP8_QUANT_GROUP;
-  if (hopper) {
-    const std::uint32_t y = std::max<std::uint32_t>(div_ceil(groups, FP8_QUANT_HOPPER_GROUPS_PER_CTA), 1);
-    return {m, std::min(y, FP8_QUANT_MAX_GRID_Y), 1};
-  }
-  return {m, groups, 1};
-}
 
 std::pair<std::uint32_t, std::uint32_t> fp8_quant_hopper_span(std::uint32_t groups, std::uint32_t grid_y,
                                                               std::uint32_t block_y) {
@@ -30,10 +19,13 @@ std::pair<std::uint32_t, std::uint32_t> fp8_quant_hopper_span(std::uint32_t grou
 }
 
 std::optional<Fp8HopperLane> fp8_quant_hopper_lane(std::uint32_t tid, std::uint32_t span) {
-  const std::uint32_t sub = tid / HOPPER_LANES;
-  const std::uint32_t lane = tid % HOPPER_LANES;
+  const std::uint32_t sub = tid / FP8_QUANT_HOPPER_LANES;
+  const std::uint32_t lane = tid % FP8_QUANT_HOPPER_LANES;
   if (sub >= span) return std::nullopt;
-  return Fp8HopperLane{sub, lane * HOPPER_ELEMS, lane * HOPPER_ELEMS + HOPPER_ELEMS};
+  Fp8HopperLane out{sub, {}};
+  for (std::uint32_t w = 0; w < out.starts.size(); ++w)
+    out.starts[w] = (w * FP8_QUANT_HOPPER_LANES + lane) * FP8_QUANT_HOPPER_RUN;
+  return out;
 }
 
 }  // namespace kiln::ops

@@ -180,14 +180,39 @@ TEST_CASE("the twin covers every group at any grid Y in 1..=L") {
   }
 }
 
-TEST_CASE("grid-Y limit: the twin clamps Y at 65535 and still covers every group") {
-  const std::uint32_t k = 128 * (8 * 65535 + 8), m = 1;  // ceil(L/8) = 65536 > 65535
-  REQUIRE(fp8_quant_grid(true, m, k)[1] == FP8_QUANT_MAX_GRID_Y);
+TEST_CASE("grid-Y limit: past L = 65535 the twin covers every group, at kiln's Y and at Y = 65535") {
+  const std::uint32_t k = 128 * (8 * 65535 + 8), m = 1;  // 524288 groups: 171 per CTA at kiln's Y
+  REQUIRE(fp8_quant_grid(true, m, k)[1] == FP8_QUANT_HOPPER_TARGET_CTAS);
   const auto x = random_input(m, k, 77);
   std::vector<std::uint8_t> q;
   std::vector<float> s;
   reference(x, m, k, q, s);
   check_equal(q, s, run_arm(x, m, k, true), m, k);
+  check_equal(q, s, run_arm(x, m, k, true, FP8_QUANT_MAX_GRID_Y), m, k);
+}
+
+TEST_CASE("every (absmax, x) pair of bf16 values: the twin's division gives the shared kernel's bytes", "[all-pairs]") {
+  // Row a's groups all have absmax a (element 0); their other 127 slots walk every bf16 of
+  // magnitude <= a, both signs, so the rows hold all ~2^31 pairs a group can contain (4.3 GB).
+  constexpr std::uint32_t m = 0x7f80;  // finite absmax bit patterns 0x0000..0x7f7f
+  constexpr std::uint32_t groups = (2 * m + 126) / 127;
+  constexpr std::uint32_t k = groups * 128;
+  std::vector<std::uint16_t> x(std::size_t{m} * k, 0);
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < 16; ++t)
+    pool.emplace_back([&, t] {
+      for (std::uint32_t a = t; a < m; a += 16) {
+        std::uint16_t* row = x.data() + std::size_t{a} * k;
+        for (std::uint32_t g = 0; g < groups; ++g) row[g * 128] = static_cast<std::uint16_t>(a);
+        for (std::uint32_t i = 0; i < 2 * (a + 1); ++i)
+          row[(i / 127) * 128 + 1 + i % 127] = static_cast<std::uint16_t>((i % 2 ? 0x8000u : 0u) | (i / 2));
+      }
+    });
+  for (auto& th : pool) th.join();
+  const auto shared = run_arm(x, m, k, false);
+  const auto twin = run_arm(x, m, k, true);
+  const auto mismatch = compare_fp8_outputs(shared.q.data(), shared.s.data(), twin.q.data(), twin.s.data(), m, k);
+  if (mismatch) FAIL(to_string(*mismatch));
 }
 
 TEST_CASE("Fp8ActQuant::launch runs the picked kernel with its grid, on the caller's stream") {

@@ -28,10 +28,10 @@ fn cpu_part(service: &kiln::Service) -> Result<kiln::DeviceInfo, String> {
     let pick = service.pick(4096, 7168).map_err(|e| e.to_string())?;
     println!("pick m=4096 k=7168 here: {pick}");
     expect(pick.grid[0] == 4096, "the pick's grid has M on X")?;
-    let plan = kiln::plan(53, 5120, 132, true, kiln::LEVER_ON).map_err(|e| e.to_string())?;
-    println!("plan m=53 k=5120 on 132 SMs: {plan}");
-    expect(plan.twin && plan.grid[1] == 5, "the twin fills an H200 at m=53, k=5120")?;
-    let fewer = kiln::plan(52, 5120, 132, true, kiln::LEVER_ON).map_err(|e| e.to_string())?;
+    let plan = kiln::plan(22, 5120, 132, true, kiln::LEVER_ON).map_err(|e| e.to_string())?;
+    println!("plan m=22 k=5120 on 132 SMs: {plan}");
+    expect(plan.twin && plan.grid[1] == 3, "the twin fills an H200 at m=22, k=5120")?;
+    let fewer = kiln::plan(21, 5120, 132, true, kiln::LEVER_ON).map_err(|e| e.to_string())?;
     expect(fewer.reject == kiln::REJECT_TOO_FEW_CTAS, "one row fewer is too few CTAs for the twin")?;
 
     match service.pick(1, 100) {

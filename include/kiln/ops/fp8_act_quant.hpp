@@ -8,7 +8,7 @@
 ///
 /// The shared kernel (`kernels_src/common/per_token_group_quant_fp8.cu`) runs one 128-thread CTA
 /// per 128-element K-group. The Hopper twin (`kernels_src/hopper/fp8_act_quant_hopper.cu`) gives
-/// each group 16 threads that load one `uint4` each, and packs 8 groups into a CTA. Only the
+/// each group 8 threads that load two `uint4` each, and packs 16 groups into a pass of a CTA. Only the
 /// `hopper` family carries the twin; on other targets its handle is 0 and the shared kernel runs.
 /// `fp8_act_quant_floor.hpp` decides when the twin runs.
 
@@ -39,10 +39,20 @@ inline constexpr std::string_view FP8_QUANT_HOPPER_ENTRY = "per_token_group_quan
 
 /// Elements per quantization group (one fp32 scale each).
 inline constexpr std::uint32_t FP8_QUANT_GROUP = 128;
-/// K-groups one Hopper CTA covers: 128 threads / 16 threads per group, as `HQ_GROUPS_PER_CTA` in
-/// the `.cu`. The kernel derives its group span from `gridDim.y`, so this value sets only the
-/// grid's Y extent.
-inline constexpr std::uint32_t FP8_QUANT_HOPPER_GROUPS_PER_CTA = 8;
+/// K-groups one pass of a Hopper CTA covers: 128 threads / 8 threads per group, as
+/// `HQ_GROUPS_PER_CTA` in the `.cu`. The kernel derives its group span from `gridDim.y`, so this
+/// value sets only the largest Y extent kiln launches (`ceil(L / 16)`: every slot busy).
+/// 2026-12-03: 16, up from the seed's 8, with the twin's geometry measured on the H200
+/// (bench/results/2026-12-03-h200-twin-geometry.md).
+inline constexpr std::uint32_t FP8_QUANT_HOPPER_GROUPS_PER_CTA = 16;
+/// Threads per K-group in a Hopper CTA, and the elements each owns (two runs of 8).
+inline constexpr std::uint32_t FP8_QUANT_HOPPER_LANES = 8;
+inline constexpr std::uint32_t FP8_QUANT_HOPPER_RUN = 8;
+/// CTAs the Hopper grid aims for before it stops splitting rows over Y: below this M * Y, more
+/// and thinner CTAs win; above, one CTA per row (Y = 1) is fastest, because a CTA's fixed cost is
+/// spread over the most bytes. 2026-12-03, H200: Y = 1 won at M >= 4576, Y = 2 at M = 2048,
+/// Y = 4..8 at M <= 512 (bench/results/2026-12-03-h200-twin-geometry.md).
+inline constexpr std::uint32_t FP8_QUANT_HOPPER_TARGET_CTAS = 3072;
 
 /// One launch decision: kernel and grid come from the same `twin` flag.
 struct Fp8QuantPick {
@@ -112,12 +122,35 @@ class Fp8ActQuant {
 ///
 /// M is on grid X in both arms: X allows 2^31-1 blocks, Y only 65535.
 /// Shared arm: `(M, K/128, 1)`, one CTA per K-group; the kernel reads the group from `blockIdx.y`.
-/// Hopper arm: `(M, max(1, ceil(K/128 / 8)), 1)`. The kernel derives its group span as
-/// `ceil(L / gridDim.y)`, so any Y in `1..=L` covers every group exactly once; the Y extent is a
-/// speed choice. kiln clamps it to the driver's grid-Y limit (65535, reached only past K = 2^26),
-/// where each CTA's span grows past 8 groups and its 8 slots loop.
+/// Hopper arm: `(M, Y, 1)` with `Y = clamp(ceil(3072 / M), 1, max(1, ceil(L / 16)))`
+/// (`FP8_QUANT_HOPPER_TARGET_CTAS`, `FP8_QUANT_HOPPER_GROUPS_PER_CTA`; M = 0 counts as 1). The
+/// kernel derives its group span as `ceil(L / gridDim.y)`, so any Y in `1..=L` covers every group
+/// exactly once; the Y extent is a speed choice: few rows get up to one CTA per 16 groups, many rows
+/// one CTA per row, whose 16 slots loop. Y never exceeds 3072, far below the driver's grid-Y
+/// limit (65535), which binds only the shared arm.
 inline constexpr std::uint32_t FP8_QUANT_MAX_GRID_Y = 65535;
-std::array<std::uint32_t, 3> fp8_quant_grid(bool hopper, std::uint32_t m, std::uint32_t k);
+// Why no clamp at the driver's grid-Y limit: Y never exceeds the CTA target.
+static_assert(FP8_QUANT_HOPPER_TARGET_CTAS <= FP8_QUANT_MAX_GRID_Y);
+/// Inline, and dividing only when rows are split, because `pick_with` runs per launch.
+constexpr std::array<std::uint32_t, 3> fp8_quant_grid(bool hopper, std::uint32_t m, std::uint32_t k) {
+  const std::uint32_t groups = k / FP8_QUANT_GROUP;
+  if (!hopper) return {m, groups, 1};
+  const std::uint32_t busy_slots_y = groups / FP8_QUANT_HOPPER_GROUPS_PER_CTA + (groups % FP8_QUANT_HOPPER_GROUPS_PER_CTA != 0);
+  if (m >= FP8_QUANT_HOPPER_TARGET_CTAS || busy_slots_y <= 1) return {m, 1, 1};
+  const std::uint32_t rows = m > 0 ? m : 1;
+  const std::uint32_t fill_y = FP8_QUANT_HOPPER_TARGET_CTAS / rows + (FP8_QUANT_HOPPER_TARGET_CTAS % rows != 0);
+  return {m, fill_y < busy_slots_y ? fill_y : busy_slots_y, 1};
+}
+
+// Why inline: a layer picks per launch, and a call into the library costs as much as the pick.
+inline Fp8QuantPick Fp8ActQuant::pick_with(bool requested, std::uint32_t m, std::uint32_t k,
+                                           std::uint32_t sm_count) const {
+  const auto twin_grid = fp8_quant_grid(true, m, k);
+  const auto reject = fp8_act_quant_hopper_reject_ctas(requested, twin_present(), shared_.loaded(),
+                                                       std::uint64_t{twin_grid[0]} * twin_grid[1], sm_count);
+  const bool twin = !reject.has_value();
+  return Fp8QuantPick{twin ? hopper_ : shared_, twin ? twin_grid : fp8_quant_grid(false, m, k), twin, reject, requested};
+}
 
 /// The half-open K-group range one Hopper CTA owns, computed as the `.cu` computes
 /// `gpc`/`g0`/`g_end`, so host tests can check that the grid's Y extent and the kernel's span
@@ -125,12 +158,12 @@ std::array<std::uint32_t, 3> fp8_quant_grid(bool hopper, std::uint32_t m, std::u
 std::pair<std::uint32_t, std::uint32_t> fp8_quant_hopper_span(std::uint32_t groups, std::uint32_t grid_y,
                                                               std::uint32_t block_y);
 
-/// The group slot thread `tid` of a Hopper CTA works on, and the half-open range `[start, end)` of
-/// 8 elements it owns within that 128-element group, as `sub`/`lane` in the `.cu`.
+/// The group slot thread `tid` of a Hopper CTA works on, and where the runs of
+/// `FP8_QUANT_HOPPER_RUN` elements it owns start within that 128-element group, as `sub`/`lane` in
+/// the `.cu` (run `w` starts at `(w * 8 + lane) * 8`).
 struct Fp8HopperLane {
   std::uint32_t sub;
-  std::uint32_t start;
-  std::uint32_t end;
+  std::array<std::uint32_t, FP8_QUANT_GROUP / FP8_QUANT_HOPPER_LANES / FP8_QUANT_HOPPER_RUN> starts;
 };
 /// Nothing when the slot is past the CTA's span.
 std::optional<Fp8HopperLane> fp8_quant_hopper_lane(std::uint32_t tid, std::uint32_t span);

@@ -11,28 +11,35 @@
 namespace kiln::ops {
 
 /// The twin must fill the device: at least this many of its CTAs per SM, else the shared kernel
-/// (one CTA per group, 8x the CTAs) runs. The floor counts CTAs, not tokens, because the same M is
-/// a different amount of work at a different K.
-inline constexpr std::uint32_t FP8_QUANT_MIN_CTAS_PER_SM = 2;
+/// (one CTA per group, 16x the CTAs) runs. The floor counts CTAs, not tokens, because the same M
+/// is a different amount of work at a different K.
+/// 2026-12-03: 0.5, down from the seed's 2. The twin's CTAs now cover 16 K-groups, not 8, and
+/// re-measured at the floor's points on the H200 (bench/results/2026-12-03-h200.md, "floor") the
+/// shared kernel wins up to ~51 twin CTAs, the two tie at 64-75 and the twin wins from 100.
+inline constexpr double FP8_QUANT_MIN_CTAS_PER_SM = 0.5;
 
 /// Why the twin does not run. Each has a stable text (`to_string`).
 enum class Fp8HopperReject {
   absent,         ///< "kernel absent from this image (hopper family only)"
   not_requested,  ///< "not requested"
-  too_few_ctas,   ///< "too few CTAs to fill the device at 8 K-groups per CTA"
+  too_few_ctas,   ///< "too few CTAs to fill the device at 16 K-groups per CTA"
   misaligned,     ///< "pointers not 16-byte aligned for the twin's uint4 loads"
 };
 inline constexpr std::size_t FP8_HOPPER_REJECT_COUNT = 4;
 
 std::string_view to_string(Fp8HopperReject reason);
 
-/// `FP8_QUANT_MIN_CTAS_PER_SM * max(sm_count, 1)`.
-std::uint64_t fp8_quant_min_ctas(std::uint32_t sm_count);
+/// `ceil(FP8_QUANT_MIN_CTAS_PER_SM * max(sm_count, 1))` (exact: a double holds every product).
+inline std::uint64_t fp8_quant_min_ctas(std::uint32_t sm_count) {
+  const double floor = FP8_QUANT_MIN_CTAS_PER_SM * (sm_count > 0 ? sm_count : 1);
+  const auto whole = static_cast<std::uint64_t>(floor);
+  return whole + (static_cast<double>(whole) < floor);
+}
 /// CTAs of the twin's grid for `(m, k)`: the product of `fp8_quant_grid(true, m, k)`. 64-bit, so
 /// it cannot overflow for any 32-bit `m` and `k`.
 std::uint64_t fp8_quant_hopper_ctas(std::uint32_t m, std::uint32_t k);
-/// The smallest M whose twin grid reaches the floor at this K (132 SMs: 53 at K=5120, 44 at
-/// K=6144, 16 at K=17408). Saturates at UINT32_MAX.
+/// The smallest M whose twin grid reaches the floor at this K (132 SMs: 22 at K=5120 and 6144, 17
+/// at K=7168, 8 at K=17408). Saturates at UINT32_MAX.
 std::uint32_t fp8_quant_hopper_min_m(std::uint32_t k, std::uint32_t sm_count);
 
 /// Why the twin does not run for this launch, or nothing when it runs. In this order:
@@ -45,6 +52,17 @@ std::uint32_t fp8_quant_hopper_min_m(std::uint32_t k, std::uint32_t sm_count);
 std::optional<Fp8HopperReject> fp8_act_quant_hopper_reject(bool requested, bool twin_present,
                                                            bool shared_present, std::uint32_t m,
                                                            std::uint32_t k, std::uint32_t sm_count);
+/// The same verdict from the twin grid's CTA count, for callers that already hold the grid
+/// (`pick_with` computes it once and inlines this, which is what keeps a pick near 10 ns).
+inline std::optional<Fp8HopperReject> fp8_act_quant_hopper_reject_ctas(bool requested, bool twin_present,
+                                                                       bool shared_present, std::uint64_t twin_ctas,
+                                                                       std::uint32_t sm_count) {
+  if (!twin_present) return Fp8HopperReject::absent;
+  if (!shared_present) return std::nullopt;
+  if (!requested) return Fp8HopperReject::not_requested;
+  if (twin_ctas < fp8_quant_min_ctas(sm_count)) return Fp8HopperReject::too_few_ctas;
+  return std::nullopt;
+}
 
 /// `KILN_FP8_ACT_QUANT_HOPPER` (`1`/`0` and the other switch words; default on), read once per
 /// process. A bad value is one warning and the default.

@@ -1,0 +1,309 @@
+// Exploration harness for the Hopper twin's geometry and division (kiln issue 6), built with nvcc
+// on the device by bench/twin_geometry.sh. Every variant covers the twin's contract (grid (M, Y),
+// any 1 <= Y <= K/128) and is checked byte for byte against the __fdiv_rn variant before it is
+// timed, so a fast variant that changes bytes is reported, not kept.
+//
+// Variants: LANES threads per group (16: one uint4 each, 8: two, 4: four), THREADS per CTA, UNROLL
+// groups loaded per slot before any is reduced, DIV (0: __fdiv_rn per element; 1: one correctly
+// rounded reciprocal per group plus one fma correction per element, __fdiv_rn when the scale is not
+// finite; 2: x * reciprocal, wrong bytes, timed only as the bound with no division cost).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "../kernels_src/common/fp8_e4m3.cuh"
+
+#define CHECK(call)                                                                  \
+  do {                                                                               \
+    cudaError_t e_ = (call);                                                         \
+    if (e_ != cudaSuccess) {                                                         \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+
+namespace fp8 = kiln::fp8;
+
+template <int DIV>
+__device__ __forceinline__ float ratio(float x, float scale, float recip) {
+  if constexpr (DIV == 0) {
+    return fp8::clamped_ratio(x, scale);
+  } else if constexpr (DIV == 1) {
+    const float q0 = __fmul_rn(x, recip);
+    const float rem = __fmaf_rn(-q0, scale, x);
+    const float q1 = copysignf(__fmaf_rn(rem, recip, q0), x);
+    return fminf(fmaxf(q1, -fp8::E4M3_MAX), fp8::E4M3_MAX);
+  } else {
+    return fminf(fmaxf(x * recip, -fp8::E4M3_MAX), fp8::E4M3_MAX);
+  }
+}
+
+__device__ __forceinline__ uint4 load_stream(const unsigned short* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+template <int LANES, int THREADS, int UNROLL, int DIV, int PIPE>
+__global__ __launch_bounds__(THREADS) void twin(const unsigned short* __restrict__ x, unsigned char* __restrict__ q,
+                                                float* __restrict__ scales, unsigned k) {
+  constexpr int ELEMS = 128 / LANES;
+  constexpr int VECS = ELEMS / 8;
+  constexpr int SLOTS = THREADS / LANES;
+  const unsigned sub = threadIdx.x / LANES;
+  const unsigned lane = threadIdx.x % LANES;
+  const unsigned groups = k / 128;
+  const unsigned gpc = groups / gridDim.y + (groups % gridDim.y != 0);
+  const unsigned g0 = blockIdx.y * gpc;
+  const unsigned g_end = min(g0 + gpc, groups);
+  const unsigned mask = LANES == 32 ? 0xffffffffu : (((1u << LANES) - 1u) << ((threadIdx.x & 31u) & ~(LANES - 1u)));
+  const size_t row = blockIdx.x;
+  const unsigned short* xs = x + row * k + lane * 8;
+  unsigned char* qs = q + row * k + lane * 8;
+  float* ss = scales + row * groups;
+  uint4 next[UNROLL][VECS];
+  if (PIPE) {
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const unsigned gu = g0 + sub + u * SLOTS;
+      if (gu < g_end) {
+#pragma unroll
+        for (int w = 0; w < VECS; ++w) next[u][w] = load_stream(xs + size_t(gu) * 128 + w * LANES * 8);
+      }
+    }
+  }
+  for (unsigned g = g0 + sub; g < g_end; g += SLOTS * UNROLL) {
+    uint4 v[UNROLL][VECS];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const unsigned gu = g + u * SLOTS;
+      if (PIPE) {
+#pragma unroll
+        for (int w = 0; w < VECS; ++w) v[u][w] = next[u][w];
+        const unsigned gn = gu + SLOTS * UNROLL;
+        if (gn < g_end) {
+#pragma unroll
+          for (int w = 0; w < VECS; ++w) next[u][w] = load_stream(xs + size_t(gn) * 128 + w * LANES * 8);
+        }
+      } else if (gu < g_end) {
+#pragma unroll
+        for (int w = 0; w < VECS; ++w) v[u][w] = load_stream(xs + size_t(gu) * 128 + w * LANES * 8);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const unsigned gu = g + u * SLOTS;
+      if (gu >= g_end) continue;
+      float f[ELEMS];
+#pragma unroll
+      for (int w = 0; w < VECS; ++w) {
+        const unsigned words[4] = {v[u][w].x, v[u][w].y, v[u][w].z, v[u][w].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          f[w * 8 + 2 * j] = fp8::bf16_low(words[j]);
+          f[w * 8 + 2 * j + 1] = fp8::bf16_high(words[j]);
+        }
+      }
+      float absmax = fabsf(f[0]);
+#pragma unroll
+      for (int j = 1; j < ELEMS; ++j) absmax = fmaxf(absmax, fabsf(f[j]));
+#pragma unroll
+      for (int off = LANES / 2; off > 0; off >>= 1) absmax = fmaxf(absmax, __shfl_xor_sync(mask, absmax, off));
+      const float scale = fp8::group_scale(absmax);
+      const float recip = __frcp_rn(scale);
+      const bool finite = isfinite(scale);
+#pragma unroll
+      for (int w = 0; w < VECS; ++w) {
+        unsigned pairs[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float lo = f[w * 8 + 2 * j], hi = f[w * 8 + 2 * j + 1];
+          if (DIV == 1 && !finite)
+            pairs[j] = fp8::e4m3x2(fp8::clamped_ratio(lo, scale), fp8::clamped_ratio(hi, scale));
+          else
+            pairs[j] = fp8::e4m3x2(ratio<DIV>(lo, scale, recip), ratio<DIV>(hi, scale, recip));
+        }
+        uint2 out{pairs[0] | (pairs[1] << 16), pairs[2] | (pairs[3] << 16)};
+        *reinterpret_cast<uint2*>(qs + size_t(gu) * 128 + w * LANES * 8) = out;
+      }
+      if (lane == 0) ss[gu] = scale;
+    }
+  }
+}
+
+// Every (absmax, x) pair a group can hold: absmax is a bf16 magnitude (or 0), x any bf16 with
+// |x| <= absmax (NaN and infinity included through the finite check). Counts codes where the
+// reciprocal-and-correction ratio differs from __fdiv_rn.
+__global__ void exhaustive_div(unsigned long long* mismatches, unsigned* first_bad) {
+  const unsigned a_bits = blockIdx.x;  // 0 .. 0x7f80 (positive bf16 up to infinity)
+  const float absmax = __uint_as_float(a_bits << 16);
+  const float scale = fp8::group_scale(absmax);
+  const float recip = __frcp_rn(scale);
+  const bool finite = isfinite(scale);
+  unsigned long long bad = 0;
+  for (unsigned xb = threadIdx.x; xb < 65536; xb += blockDim.x) {
+    const float xv = __uint_as_float(xb << 16);
+    if (!(fabsf(xv) <= absmax)) continue;
+    const unsigned ref = fp8::e4m3x2(fp8::clamped_ratio(xv, scale), 0.0f);
+    const unsigned got = finite ? fp8::e4m3x2(ratio<1>(xv, scale, recip), 0.0f) : ref;
+    if (ref != got) {
+      ++bad;
+      atomicCAS(first_bad, 0xffffffffu, (a_bits << 16) | xb);
+    }
+  }
+  if (bad) atomicAdd(mismatches, bad);
+}
+
+using Kernel = void (*)(const unsigned short*, unsigned char*, float*, unsigned);
+
+struct Variant {
+  const char* name;
+  Kernel kernel;
+  int threads;
+  int lanes;
+};
+
+#define V(L, T, U, D, P) Variant{"lanes" #L " threads" #T " unroll" #U " div" #D " pipe" #P, twin<L, T, U, D, P>, T, L}
+static const Variant variants[] = {
+    V(16, 128, 1, 0, 0), V(16, 128, 1, 1, 0), V(16, 128, 1, 1, 1), V(8, 64, 1, 1, 0),  V(8, 64, 1, 1, 1),
+    V(8, 128, 1, 1, 0),  V(8, 128, 1, 1, 1),  V(8, 256, 1, 1, 0),  V(8, 256, 1, 1, 1), V(4, 64, 1, 1, 0),
+    V(4, 64, 1, 1, 1),   V(4, 128, 1, 1, 0),  V(4, 128, 1, 1, 1),  V(8, 128, 2, 1, 1),
+};
+
+static float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int main() {
+  cudaDeviceProp prop{};
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+
+  unsigned long long* d_bad;
+  unsigned* d_first;
+  CHECK(cudaMalloc(&d_bad, 8));
+  CHECK(cudaMalloc(&d_first, 4));
+  CHECK(cudaMemset(d_bad, 0, 8));
+  CHECK(cudaMemset(d_first, 0xff, 4));
+  exhaustive_div<<<0x7f81, 256>>>(d_bad, d_first);
+  CHECK(cudaDeviceSynchronize());
+  unsigned long long bad = 0;
+  unsigned first = 0;
+  CHECK(cudaMemcpy(&bad, d_bad, 8, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(&first, d_first, 4, cudaMemcpyDeviceToHost));
+  std::printf("exhaustive (absmax, x) pairs: %llu codes differ from __fdiv_rn (first absmax 0x%04x x 0x%04x)\n", bad,
+              first >> 16, first & 0xffff);
+
+  // Ceiling: device-to-device copy of 1 GiB, bytes read plus written.
+  const size_t copy_bytes = size_t(1) << 30;
+  void *ca, *cb;
+  CHECK(cudaMalloc(&ca, copy_bytes));
+  CHECK(cudaMalloc(&cb, copy_bytes));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  std::vector<float> ct;
+  for (int i = 0; i < 12; ++i) {
+    CHECK(cudaEventRecord(e0));
+    CHECK(cudaMemcpyAsync(cb, ca, copy_bytes, cudaMemcpyDeviceToDevice));
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (i >= 2) ct.push_back(ms);
+  }
+  const double ceiling = 2.0 * copy_bytes / (median(ct) * 1e-3) / 1e9;
+  std::printf("copy ceiling %.0f GB/s\n", ceiling);
+  CHECK(cudaFree(ca));
+  CHECK(cudaFree(cb));
+
+  struct Shape {
+    unsigned m, k;
+  };
+  const Shape shapes[] = {{16384, 2048}, {32768, 2048}, {8192, 7168}, {8192, 5120}, {2048, 7168}, {4576, 7168},
+                          {1168, 7168}, {512, 7168}, {128, 7168}, {512, 18432}, {128, 18432}, {16, 7168}};
+  std::mt19937 rng(42);
+  for (const Shape& s : shapes) {
+    const size_t elems = size_t(s.m) * s.k;
+    const size_t in_bytes = elems * 2, q_bytes = elems, sc_bytes = elems / 128 * 4;
+    const size_t set_bytes = in_bytes + q_bytes + sc_bytes;
+    // Rotate through enough sets to defeat the 60 MB L2.
+    const int sets = std::max<int>(1, int((200u << 20) / set_bytes) + 1);
+    std::vector<unsigned short> host(elems);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (size_t i = 0; i < elems; ++i) {
+      float f = nd(rng) * std::ldexp(1.0f, int(i / 128 % 40) - 20);
+      unsigned u;
+      std::memcpy(&u, &f, 4);
+      host[i] = static_cast<unsigned short>(u >> 16);
+    }
+    std::vector<unsigned short*> xin(sets);
+    std::vector<unsigned char*> qout(sets);
+    std::vector<float*> sout(sets);
+    for (int i = 0; i < sets; ++i) {
+      CHECK(cudaMalloc(&xin[i], in_bytes));
+      CHECK(cudaMalloc(&qout[i], q_bytes));
+      CHECK(cudaMalloc(&sout[i], sc_bytes));
+      CHECK(cudaMemcpy(xin[i], host.data(), in_bytes, cudaMemcpyHostToDevice));
+    }
+    std::vector<unsigned char> ref_q(q_bytes), got_q(q_bytes);
+    std::vector<float> ref_s(elems / 128), got_s(elems / 128);
+    const unsigned groups = s.k / 128;
+    std::printf("\nM %u K %u (%d buffer sets)\n", s.m, s.k, sets);
+    std::printf("%-34s %6s %9s %9s %7s %s\n", "variant", "Y", "us", "GB/s", "%ceil", "bytes");
+    bool have_ref = false;
+    for (const Variant& v : variants) {
+      const unsigned slots = v.threads / v.lanes;
+      std::vector<unsigned> ys;
+      for (unsigned y = 1; y <= groups && y <= 16; y *= 2) ys.push_back(y);
+      if ((groups + slots - 1) / slots > 16) ys.push_back((groups + slots - 1) / slots);
+      for (unsigned y : ys) {
+        dim3 grid(s.m, y);
+        CHECK(cudaMemset(qout[0], 0xAB, q_bytes));
+        CHECK(cudaMemset(sout[0], 0xAB, sc_bytes));
+        v.kernel<<<grid, v.threads>>>(xin[0], qout[0], sout[0], s.k);
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+        const char* verdict = "ref";
+        if (!have_ref) {
+          CHECK(cudaMemcpy(ref_q.data(), qout[0], q_bytes, cudaMemcpyDeviceToHost));
+          CHECK(cudaMemcpy(ref_s.data(), sout[0], sc_bytes, cudaMemcpyDeviceToHost));
+          have_ref = true;
+        } else {
+          CHECK(cudaMemcpy(got_q.data(), qout[0], q_bytes, cudaMemcpyDeviceToHost));
+          CHECK(cudaMemcpy(got_s.data(), sout[0], sc_bytes, cudaMemcpyDeviceToHost));
+          const bool same = got_q == ref_q && std::memcmp(got_s.data(), ref_s.data(), sc_bytes) == 0;
+          verdict = same ? "same" : "DIFFER";
+        }
+        std::vector<float> t;
+        for (int i = 0; i < 40; ++i) {
+          const int b = i % sets;
+          CHECK(cudaEventRecord(e0));
+          v.kernel<<<grid, v.threads>>>(xin[b], qout[b], sout[b], s.k);
+          CHECK(cudaEventRecord(e1));
+          CHECK(cudaEventSynchronize(e1));
+          float ms;
+          CHECK(cudaEventElapsedTime(&ms, e0, e1));
+          if (i >= 5) t.push_back(ms);
+        }
+        const double us = median(t) * 1e3;
+        const double gbs = (3.0 * elems + 4.0 * elems / 128) / (us * 1e-6) / 1e9;
+        std::printf("%-34s %6u %9.2f %9.0f %6.1f%% %s\n", v.name, y, us, gbs, 100 * gbs / ceiling, verdict);
+      }
+    }
+    for (int i = 0; i < sets; ++i) {
+      CHECK(cudaFree(xin[i]));
+      CHECK(cudaFree(qout[i]));
+      CHECK(cudaFree(sout[i]));
+    }
+  }
+  return 0;
+}
