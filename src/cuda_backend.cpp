@@ -6,7 +6,9 @@
 #include "driver/primary_context.hpp"
 #include "kiln/error.hpp"
 #include "kiln/log.hpp"
+#include "kiln/env.hpp"
 #include "kiln/nvrtc.hpp"
+#include "kiln/prefetch.hpp"
 
 namespace kiln {
 
@@ -34,10 +36,11 @@ TargetChoice default_target_choice(const DeviceInfo& device, std::optional<Versi
 }
 
 CudaBackend::CudaBackend(int ordinal, ModuleProvider provider)
-    : CudaBackend(driver::driver_api(), ordinal, std::move(provider), default_target_choice) {}
+    : CudaBackend(driver::driver_api(), ordinal, std::move(provider), default_target_choice,
+                  switch_lever("KILN_PREFETCH", true)) {}
 
 CudaBackend::CudaBackend(const driver::DriverApi& api, int ordinal, ModuleProvider provider,
-                         const TargetChooser& choose)
+                         const TargetChooser& choose, bool prefetch)
     : api_(api) {
   if (ordinal < 0) throw_invalid_argument("ordinal", "a device ordinal >= 0", std::to_string(ordinal));
   device_.ordinal = ordinal;
@@ -60,17 +63,25 @@ CudaBackend::CudaBackend(const driver::DriverApi& api, int ordinal, ModuleProvid
     throw_invalid_argument("ordinal", "a device ordinal below " + std::to_string(count), std::to_string(ordinal));
   try {
     device_ = driver::device_info(api, ordinal);
-    context_ = std::make_unique<driver::PrimaryContext>(api, ordinal);
   } catch (const Error& error) {
     unavailable(error);
     return;
   }
 
+  // Why the target before the context: it needs only the compute capability, and knowing it
+  // lets the prefetch overlap NVRTC with cuDevicePrimaryCtxRetain, the slowest step of start-up.
   TargetChoice choice = choose(device_, api.version);
   target_reason_ = std::move(choice.reason);
   if (!choice.target) {
     unavailable_reason_ = "no compile target for device " + std::to_string(ordinal) + ": " + target_reason_;
     logger().warn("{}", unavailable_reason_);
+    return;
+  }
+  if (prefetch) provider = prefetching_provider(std::move(provider), *choice.target, carried_modules(*choice.target));
+  try {
+    context_ = std::make_unique<driver::PrimaryContext>(api, ordinal);
+  } catch (const Error& error) {
+    unavailable(error);
     return;
   }
   target_ = choice.target;
