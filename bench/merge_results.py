@@ -162,8 +162,8 @@ def main():
         out += [f"## {table_id}", "", table["title"], "", md_table(columns, rows), ""]
         out += [f"- {note}" for note in table.get("notes", [])]
         if table_id == "arms" and triton:
-            out += ["- Triton: vLLM's per_token_group_quant_fp8 kernel, timed the same way (events per launch "
-                    "behind a GPU sleep, inputs rotated over 2x L2); triton/kiln pick > 1 means kiln is faster"]
+            out += ["- Triton: vLLM's per_token_group_quant_fp8 kernel, timed the same way (batches of 10 "
+                    "launches between event pairs behind a GPU sleep, inputs rotated over 2x L2); triton/kiln pick > 1 means kiln is faster"]
         if table_id == "jit":
             columns, rows = jit_peers(tables, triton_jit, cupy)
             out += ["", "JIT peers, each in fresh processes (kiln: medians of the table above):", "",

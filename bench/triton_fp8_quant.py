@@ -2,7 +2,7 @@
 """Triton baseline for kiln's FP8 activation quantizer (vLLM's per_token_group_quant_fp8 kernel).
 
 Modes:
-  --shapes M,K;M,K;...   kernel time per shape (CUDA events per launch, queued behind a GPU sleep,
+  --shapes M,K;M,K;...   kernel time per shape (batches of 10 launches between CUDA events, queued behind a GPU sleep,
                          inputs rotated over 2x L2; median), JSON on stdout
   --first-call           in a fresh process: time from just before the first call to its result
                          (Triton JIT compile + load + run), JSON on stdout
@@ -66,11 +66,12 @@ def pools(m, k, copies):
 # timed launches must outlast queuing all of them, else host latency is timed.
 SLEEP_US_PER_LAUNCH = 100
 SLEEP_CYCLES_PER_US = 2000  # about the H200's 1.98 GHz; a lower clock only sleeps longer
+BATCH = 10  # launches per event pair, as kiln bench (tools/bench/bench_device.cpp, ARM_BATCH)
 
 
 def time_shape(m, k, iters):
-    """Median kernel time as kiln times it: one event pair per launch, all queued back to back
-    behind a GPU sleep, inputs rotated over copies spanning twice the L2."""
+    """Median kernel time as kiln times it: batches of BATCH launches between one event pair, all
+    queued back to back behind a GPU sleep, inputs rotated over copies spanning twice the L2."""
     bytes_moved = 3 * m * k + 4 * m * k // GROUP
     footprint = 2 * m * k + m * k + 4 * m * k // GROUP
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
@@ -78,20 +79,22 @@ def time_shape(m, k, iters):
     xs, qs, ss = pools(m, k, copies)
     for i in range(3):
         quantize(xs[i % copies], qs[i % copies], ss[i % copies])
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    stops = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    batches = max(1, iters // BATCH)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(batches)]
+    stops = [torch.cuda.Event(enable_timing=True) for _ in range(batches)]
     torch.cuda.synchronize()
     sleep_us = max(200, SLEEP_US_PER_LAUNCH * iters)
     torch.cuda._sleep(sleep_us * SLEEP_CYCLES_PER_US)
     t0 = time.perf_counter()
-    for i in range(iters):
-        j = (3 + i) % copies
-        starts[i].record()
-        quantize(xs[j], qs[j], ss[j])
-        stops[i].record()
+    for b in range(batches):
+        starts[b].record()
+        for i in range(BATCH):
+            j = (3 + b * BATCH + i) % copies
+            quantize(xs[j], qs[j], ss[j])
+        stops[b].record()
     queue_us = (time.perf_counter() - t0) * 1e6
     torch.cuda.synchronize()
-    times = sorted(a.elapsed_time(b) * 1e3 for a, b in zip(starts, stops))
+    times = sorted(a.elapsed_time(b) * 1e3 / BATCH for a, b in zip(starts, stops))
     median_us = times[len(times) // 2] if len(times) % 2 else (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2
     del xs, qs, ss
     return {"m": m, "k": k, "median_us": median_us, "gbps": bytes_moved / median_us / 1e3, "copies": copies,

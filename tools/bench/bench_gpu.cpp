@@ -119,7 +119,8 @@ void arms_table(const BenchPlan& plan, GpuSession& gpu, const Ceiling& ceiling, 
   table.id = "arms";
   table.title =
       "arms: median kernel time per launch (" + std::to_string(plan.arm_launches) +
-      " launches, each between its own events, queued back to back behind a spin; inputs rotated over 2x L2); "
+      " launches in batches of 10 between event pairs, queued back to back behind a spin; inputs rotated over "
+      "2x L2); "
       "bytes = 3MK + 4MK/128";
   table.columns = {"M",       "K",         "MB",         "shared us", "shared GB/s", "shared %ceil",
                    "twin us", "twin GB/s", "twin %ceil", "pick",      "faster",      "agree"};
@@ -210,7 +211,7 @@ void floor_table(const BenchPlan& plan, GpuSession& gpu, Report& report) {
                  arm_name(pair.pick_twin), yes_no(pair.agree())},
                 std::move(record));
     }
-  table.notes.push_back("the floor: " + std::to_string(ops::FP8_QUANT_MIN_CTAS_PER_SM) + " twin CTAs per SM x " +
+  table.notes.push_back("the floor: " + fixed(ops::FP8_QUANT_MIN_CTAS_PER_SM, 1) + " twin CTAs per SM x " +
                         std::to_string(gpu.backend().device().sm_count) +
                         " SMs = " + std::to_string(ops::fp8_quant_min_ctas(gpu.backend().device().sm_count)) + " CTAs");
   report.add(std::move(table));

@@ -7,7 +7,7 @@ BenchPlan BenchPlan::make(bool quick) {
   if (!quick) return plan;
   plan.quick = true;
   plan.ceiling_copies = 5;
-  plan.arm_launches = 15;
+  plan.arm_launches = 30;
   plan.floor_launches = 40;
   plan.decode_batch = 50;
   plan.decode_reps = 3;

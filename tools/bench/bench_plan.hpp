@@ -10,8 +10,8 @@ namespace kiln::bench {
 struct BenchPlan {
   bool quick = false;
   int ceiling_copies = 20;   ///< timed device-to-device copies
-  int arm_launches = 60;     ///< timed launches per arm and shape (one event pair each)
-  int floor_launches = 120;  ///< the same at the floor points, whose kernels are shorter
+  int arm_launches = 100;     ///< timed launches per arm and shape (in batches of 10 per event pair)
+  int floor_launches = 200;  ///< the same at the floor points, whose kernels are shorter
   int decode_batch = 200;    ///< launches per back-to-back batch and per graph
   int decode_reps = 10;      ///< batches and graph replays per decode shape
   int jit_runs = 5;          ///< fresh processes per JIT variant
