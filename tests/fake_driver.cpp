@@ -172,6 +172,16 @@ CUresult fake_cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
   return CUDA_SUCCESS;
 }
 
+CUresult fake_cuDevicePrimaryCtxGetState(CUdevice device, unsigned* flags, int* active) {
+  auto& s = state();
+  std::lock_guard lock(s.mutex);
+  if (auto failed = enter(s, "cuDevicePrimaryCtxGetState")) return *failed;
+  if (!valid_device(s, device)) return CUDA_ERROR_INVALID_DEVICE;
+  *flags = 0;
+  *active = s.retained[device] > 0;
+  return CUDA_SUCCESS;
+}
+
 CUresult fake_cuDevicePrimaryCtxRelease_v2(CUdevice device) {
   auto& s = state();
   std::lock_guard lock(s.mutex);

@@ -106,12 +106,13 @@ TEST_CASE("a failed prefetch is rethrown to its first requester; the next reques
 TEST_CASE("a prefetching backend provides each carried module once, and its handles work") {
   FakeDriver& fake = FakeDriver::instance();
   fake.reset();
+  const driver::DriverApi api = fake.api();  // the backends keep a reference
   FakeProvider files;
   const auto exact = [](const DeviceInfo& device, std::optional<Version>) {
     return TargetChoice{Target{device.cc, device.cc.major >= 9, OutputKind::cubin}, "test: exact arch"};
   };
   {
-    CudaBackend gpu(fake.api(), 0, files.provider(), exact, true);
+    CudaBackend gpu(api, 0, files.provider(), exact, true);
     REQUIRE(gpu.available());
     CHECK(gpu.try_kernel(SHARED, ops::FP8_QUANT_ENTRY).loaded());
     CHECK(gpu.try_target_kernel(HOPPER, ops::FP8_QUANT_HOPPER_ENTRY).loaded());
@@ -120,11 +121,22 @@ TEST_CASE("a prefetching backend provides each carried module once, and its hand
     const auto counters = gpu.counters();
     CHECK(counters.compiles + counters.disk_hits == 2);
   }
+  // With the primary context already held (as by the CUDA runtime), retaining is instant: nothing
+  // is prefetched, modules are provided on request.
+  {
+    CudaBackend holder(api, 0, files.provider(), exact, false);
+    FakeProvider later;
+    CudaBackend gpu(api, 0, later.provider(), exact, true);
+    REQUIRE(gpu.available());
+    CHECK(later.provided() == 0);
+    CHECK(gpu.try_kernel(SHARED, ops::FP8_QUANT_ENTRY).loaded());
+    CHECK(later.provided() == 1);
+  }
   // Without a target nothing is prefetched.
   FakeProvider idle;
   const auto none = [](const DeviceInfo&, std::optional<Version>) { return TargetChoice{std::nullopt, "test: none"}; };
   {
-    CudaBackend gpu(fake.api(), 0, idle.provider(), none, true);
+    CudaBackend gpu(api, 0, idle.provider(), none, true);
     CHECK_FALSE(gpu.available());
   }
   CHECK(idle.provided() == 0);

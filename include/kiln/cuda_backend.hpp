@@ -50,15 +50,16 @@ TargetChoice default_target_choice(const DeviceInfo& device, std::optional<Versi
 class CudaBackend final : public GpuBackend {
  public:
   /// Device `ordinal` of the process driver, with default_target_choice. `provider` supplies
-  /// binaries (see ModuleProvider) and must be safe to call from many threads. Prefetches every
-  /// module the target carries (prefetch.hpp) while the primary context is retained, unless
-  /// `KILN_PREFETCH=0`.
+  /// binaries (see ModuleProvider) and must be safe to call from many threads. When the device's
+  /// primary context is not active yet, prefetches every module the target carries (prefetch.hpp)
+  /// while the context is retained, unless `KILN_PREFETCH=0`.
   CudaBackend(int ordinal, ModuleProvider provider);
   /// Device `ordinal` of `api` (which must outlive the backend), with the target `choose` picks.
   /// Throws kiln::Error for a negative ordinal, for one past the device count when the driver is
   /// loaded, and whatever `choose` throws. A missing driver or a failing driver call does not
-  /// throw: the backend is unavailable, with the reason. With `prefetch`, the modules the target
-  /// carries start compiling (or loading from disk) before the context is retained.
+  /// throw: the backend is unavailable, with the reason. With `prefetch` and the primary context
+  /// not active yet, the modules the target carries start compiling (or loading from disk) before
+  /// the context is retained.
   CudaBackend(const driver::DriverApi& api, int ordinal, ModuleProvider provider, const TargetChooser& choose,
               bool prefetch = false);
   /// Unloads this device's modules and releases its primary context.

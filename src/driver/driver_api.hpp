@@ -33,6 +33,7 @@ namespace kiln::driver {
   X(cuDeviceGetName)                \
   X(cuDeviceGetAttribute)           \
   X(cuDevicePrimaryCtxRetain)       \
+  X(cuDevicePrimaryCtxGetState)     \
   X(cuDevicePrimaryCtxRelease_v2)   \
   X(cuCtxGetCurrent)                \
   X(cuCtxPushCurrent_v2)            \

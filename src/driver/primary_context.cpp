@@ -16,6 +16,15 @@ PrimaryContext::~PrimaryContext() {
     logger().warn("device {}: {}", ordinal_, driver_error_message(api_, result, "cuDevicePrimaryCtxRelease"));
 }
 
+bool primary_context_active(const DriverApi& api, int ordinal) {
+  CUdevice device = 0;
+  check(api, api.cuDeviceGet(&device, ordinal), "cuDeviceGet");
+  unsigned flags = 0;
+  int active = 0;
+  check(api, api.cuDevicePrimaryCtxGetState(device, &flags, &active), "cuDevicePrimaryCtxGetState");
+  return active != 0;
+}
+
 ScopedCurrent::ScopedCurrent(const PrimaryContext& context) : api_(context.api()) {
   CUcontext current = nullptr;
   check(api_, api_.cuCtxGetCurrent(&current), "cuCtxGetCurrent");

@@ -28,6 +28,11 @@ class PrimaryContext {
   CUcontext context_ = nullptr;
 };
 
+/// Whether device `ordinal`'s primary context is already active (retained by anyone in this
+/// process: kiln, the CUDA runtime, PyTorch), so retaining it again costs next to nothing. Throws
+/// kiln::Error naming the driver call that failed.
+bool primary_context_active(const DriverApi& api, int ordinal);
+
 /// Makes a context current on this thread for one scope and restores the caller's afterwards.
 /// When the context is already current it does nothing (one cuCtxGetCurrent), so a caller that
 /// set it up, as PyTorch does, pays no push/pop.
