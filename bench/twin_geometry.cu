@@ -4,9 +4,10 @@
 // timed, so a fast variant that changes bytes is reported, not kept.
 //
 // Variants: LANES threads per group (16: one uint4 each, 8: two, 4: four), THREADS per CTA, UNROLL
-// groups loaded per slot before any is reduced, DIV (0: __fdiv_rn per element; 1: one correctly
-// rounded reciprocal per group plus one fma correction per element, __fdiv_rn when the scale is not
-// finite; 2: x * reciprocal, wrong bytes, timed only as the bound with no division cost).
+// groups loaded per slot before any is reduced, DIV (0: __fdiv_rn per element; 1: the kernel's
+// e4m3x2_in_group, one correctly rounded reciprocal per group plus one fma correction per element;
+// 2: x * reciprocal, wrong bytes, timed only as the bound with no division cost), PIPE (loads of
+// the slot's next pass issued before this pass is reduced).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,16 +31,13 @@
 namespace fp8 = kiln::fp8;
 
 template <int DIV>
-__device__ __forceinline__ float ratio(float x, float scale, float recip) {
+__device__ __forceinline__ unsigned pair_codes(float lo, float hi, const fp8::GroupDivisor& d) {
   if constexpr (DIV == 0) {
-    return fp8::clamped_ratio(x, scale);
+    return fp8::e4m3x2(fp8::clamped_ratio(lo, d.scale), fp8::clamped_ratio(hi, d.scale));
   } else if constexpr (DIV == 1) {
-    const float q0 = __fmul_rn(x, recip);
-    const float rem = __fmaf_rn(-q0, scale, x);
-    const float q1 = copysignf(__fmaf_rn(rem, recip, q0), x);
-    return fminf(fmaxf(q1, -fp8::E4M3_MAX), fp8::E4M3_MAX);
+    return fp8::e4m3x2_in_group(lo, hi, d);
   } else {
-    return fminf(fmaxf(x * recip, -fp8::E4M3_MAX), fp8::E4M3_MAX);
+    return fp8::e4m3x2(fp8::clamp_ratio(lo * d.recip), fp8::clamp_ratio(hi * d.recip));
   }
 }
 
@@ -116,24 +114,16 @@ __global__ __launch_bounds__(THREADS) void twin(const unsigned short* __restrict
       for (int j = 1; j < ELEMS; ++j) absmax = fmaxf(absmax, fabsf(f[j]));
 #pragma unroll
       for (int off = LANES / 2; off > 0; off >>= 1) absmax = fmaxf(absmax, __shfl_xor_sync(mask, absmax, off));
-      const float scale = fp8::group_scale(absmax);
-      const float recip = __frcp_rn(scale);
-      const bool finite = isfinite(scale);
+      const fp8::GroupDivisor divisor = fp8::group_divisor(absmax);
 #pragma unroll
       for (int w = 0; w < VECS; ++w) {
         unsigned pairs[4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float lo = f[w * 8 + 2 * j], hi = f[w * 8 + 2 * j + 1];
-          if (DIV == 1 && !finite)
-            pairs[j] = fp8::e4m3x2(fp8::clamped_ratio(lo, scale), fp8::clamped_ratio(hi, scale));
-          else
-            pairs[j] = fp8::e4m3x2(ratio<DIV>(lo, scale, recip), ratio<DIV>(hi, scale, recip));
-        }
+        for (int j = 0; j < 4; ++j) pairs[j] = pair_codes<DIV>(f[w * 8 + 2 * j], f[w * 8 + 2 * j + 1], divisor);
         uint2 out{pairs[0] | (pairs[1] << 16), pairs[2] | (pairs[3] << 16)};
         *reinterpret_cast<uint2*>(qs + size_t(gu) * 128 + w * LANES * 8) = out;
       }
-      if (lane == 0) ss[gu] = scale;
+      if (lane == 0) ss[gu] = divisor.scale;
     }
   }
 }
@@ -144,15 +134,13 @@ __global__ __launch_bounds__(THREADS) void twin(const unsigned short* __restrict
 __global__ void exhaustive_div(unsigned long long* mismatches, unsigned* first_bad) {
   const unsigned a_bits = blockIdx.x;  // 0 .. 0x7f80 (positive bf16 up to infinity)
   const float absmax = __uint_as_float(a_bits << 16);
-  const float scale = fp8::group_scale(absmax);
-  const float recip = __frcp_rn(scale);
-  const bool finite = isfinite(scale);
+  const fp8::GroupDivisor divisor = fp8::group_divisor(absmax);
   unsigned long long bad = 0;
   for (unsigned xb = threadIdx.x; xb < 65536; xb += blockDim.x) {
     const float xv = __uint_as_float(xb << 16);
     if (!(fabsf(xv) <= absmax)) continue;
-    const unsigned ref = fp8::e4m3x2(fp8::clamped_ratio(xv, scale), 0.0f);
-    const unsigned got = finite ? fp8::e4m3x2(ratio<1>(xv, scale, recip), 0.0f) : ref;
+    const unsigned ref = pair_codes<0>(xv, 0.0f, divisor);
+    const unsigned got = pair_codes<1>(xv, 0.0f, divisor);
     if (ref != got) {
       ++bad;
       atomicCAS(first_bad, 0xffffffffu, (a_bits << 16) | xb);

@@ -29,16 +29,19 @@ std::optional<bool> parse_switch(std::string_view text) {
   return std::nullopt;
 }
 
+unsigned size_suffix_shift(char suffix) {
+  switch (suffix) {
+    case 'K': case 'k': return 10;
+    case 'M': case 'm': return 20;
+    case 'G': case 'g': return 30;
+    case 'T': case 't': return 40;
+    default: return 0;
+  }
+}
+
 std::optional<std::uint64_t> parse_size(std::string_view text) {
   if (text.empty()) return std::nullopt;
-  int shift = 0;
-  switch (text.back()) {
-    case 'K': case 'k': shift = 10; break;
-    case 'M': case 'm': shift = 20; break;
-    case 'G': case 'g': shift = 30; break;
-    case 'T': case 't': shift = 40; break;
-    default: break;
-  }
+  const unsigned shift = size_suffix_shift(text.back());
   if (shift != 0) text.remove_suffix(1);
   if (text.empty()) return std::nullopt;
   constexpr auto max = std::numeric_limits<std::uint64_t>::max();

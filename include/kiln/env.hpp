@@ -20,6 +20,9 @@ std::optional<bool> parse_switch(std::string_view text);
 /// A decimal unsigned integer with an optional binary suffix `K`, `M`, `G`, `T` (KiB, MiB, ...);
 /// nothing on overflow, sign, space or any other character.
 std::optional<std::uint64_t> parse_size(std::string_view text);
+/// The power of two a parse_size suffix stands for: 10 for K/k, 20 for M/m, 30 for G/g, 40 for T/t;
+/// 0 for any other character (no suffix).
+unsigned size_suffix_shift(char suffix);
 
 /// A switch lever: the parsed value of `name`, or `fallback` when unset; a bad value logs one
 /// warning naming the variable and the accepted values, and gives `fallback`.

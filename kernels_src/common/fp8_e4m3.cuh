@@ -88,6 +88,26 @@ KILN_FP8_FN float clamped_ratio_by_reciprocal(float x, float scale, float recip)
   return clamp_ratio(copysignf(__fmaf_rn(residual, recip, first), x));
 }
 
+// A group's scale with its reciprocal, for kernels that divide many elements by it.
+struct GroupDivisor {
+  float scale;
+  float recip;
+  bool finite;  // only an infinite absmax gives a non-finite scale, which takes true division
+};
+
+KILN_FP8_FN GroupDivisor group_divisor(float absmax) {
+  const float scale = group_scale(absmax);
+  return GroupDivisor{scale, __frcp_rn(scale), isfinite(scale)};
+}
+
+// e4m3x2 of two elements of the group: the same codes as clamped_ratio gives (a group-uniform
+// branch, so a warp never diverges on it).
+KILN_FP8_FN unsigned e4m3x2_in_group(float lo, float hi, const GroupDivisor& d) {
+  return d.finite ? e4m3x2(clamped_ratio_by_reciprocal(lo, d.scale, d.recip),
+                           clamped_ratio_by_reciprocal(hi, d.scale, d.recip))
+                  : e4m3x2(clamped_ratio(lo, d.scale), clamped_ratio(hi, d.scale));
+}
+
 #endif
 
 }  // namespace kiln::fp8

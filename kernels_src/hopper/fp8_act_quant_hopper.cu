@@ -52,23 +52,16 @@ __device__ __forceinline__ void quantize_slice(const uint4 (&v)[HQ_VECS], unsign
   for (unsigned offset = HQ_LANES / 2; offset > 0; offset >>= 1)
     absmax = fmaxf(absmax, __shfl_xor_sync(mask, absmax, offset));
 
-  const float scale = kiln::fp8::group_scale(absmax);
-  const float recip = __frcp_rn(scale);
-  // Why a group-uniform branch: only an infinite absmax (non-finite scale) needs true division.
-  const bool finite = isfinite(scale);
+  const kiln::fp8::GroupDivisor divisor = kiln::fp8::group_divisor(absmax);
 #pragma unroll
   for (unsigned w = 0; w < HQ_VECS; ++w) {
     unsigned pairs[4];
 #pragma unroll
-    for (unsigned j = 0; j < 4; ++j) {
-      const float lo = f[w * HQ_VEC + 2 * j], hi = f[w * HQ_VEC + 2 * j + 1];
-      pairs[j] = finite ? kiln::fp8::e4m3x2(kiln::fp8::clamped_ratio_by_reciprocal(lo, scale, recip),
-                                            kiln::fp8::clamped_ratio_by_reciprocal(hi, scale, recip))
-                        : kiln::fp8::e4m3x2(kiln::fp8::clamped_ratio(lo, scale), kiln::fp8::clamped_ratio(hi, scale));
-    }
+    for (unsigned j = 0; j < 4; ++j)
+      pairs[j] = kiln::fp8::e4m3x2_in_group(f[w * HQ_VEC + 2 * j], f[w * HQ_VEC + 2 * j + 1], divisor);
     *reinterpret_cast<uint2*>(q + w * HQ_VEC_STRIDE) = make_uint2(pairs[0] | (pairs[1] << 16), pairs[2] | (pairs[3] << 16));
   }
-  if (scale_out) *scale_out = scale;
+  if (scale_out) *scale_out = divisor.scale;
 }
 }  // namespace
 

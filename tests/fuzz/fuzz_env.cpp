@@ -30,16 +30,7 @@ void require(bool condition) {
 
 /// parse_size another way: the compiler's overflow builtins instead of its bounds arithmetic.
 std::optional<std::uint64_t> reference_size(std::string_view text) {
-  unsigned shift = 0;
-  if (!text.empty()) {
-    switch (text.back()) {
-      case 'K': case 'k': shift = 10; break;
-      case 'M': case 'm': shift = 20; break;
-      case 'G': case 'g': shift = 30; break;
-      case 'T': case 't': shift = 40; break;
-      default: break;
-    }
-  }
+  const unsigned shift = text.empty() ? 0 : kiln::size_suffix_shift(text.back());
   if (shift != 0) text.remove_suffix(1);
   if (text.empty()) return std::nullopt;
   std::uint64_t value = 0;

@@ -81,6 +81,15 @@ struct DeviceOutputs {
   std::vector<float> s;
 };
 
+DeviceOutputs download(const test::DeviceBuffer& dq, const test::DeviceBuffer& ds, std::uint32_t m, std::uint32_t k) {
+  DeviceOutputs out;
+  out.q.resize(std::size_t{m} * k);
+  out.s.resize(std::size_t{m} * (k / 128));
+  dq.download(out.q.data(), out.q.size());
+  ds.download(out.s.data(), out.s.size() * 4);
+  return out;
+}
+
 // Launch one arm directly with `grid_y` (0: the pick core's grid for that arm).
 DeviceOutputs run_arm(const std::vector<std::uint16_t>& x, std::uint32_t m, std::uint32_t k, bool twin,
                       std::uint32_t grid_y = 0) {
@@ -100,12 +109,7 @@ DeviceOutputs run_arm(const std::vector<std::uint16_t>& x, std::uint32_t m, std:
   g.service.backend().launch(twin ? g.quant.hopper() : g.quant.shared(), Dim3{grid[0], grid[1], grid[2]},
                              Dim3{128, 1, 1}, 0, nullptr, args);
   test::synchronize(g.context);
-  DeviceOutputs out;
-  out.q.resize(n);
-  out.s.resize(std::size_t{m} * (k / 128));
-  dq.download(out.q.data(), out.q.size());
-  ds.download(out.s.data(), out.s.size() * 4);
-  return out;
+  return download(dq, ds, m, k);
 }
 
 void check_equal(const std::vector<std::uint8_t>& q, const std::vector<float>& s, const DeviceOutputs& got,
@@ -234,12 +238,7 @@ TEST_CASE("Fp8ActQuant::launch runs the picked kernel with its grid, on the call
     test::synchronize(g.context);
     CHECK(chosen.twin == (m >= fp8_quant_hopper_min_m(k, g.service.backend().device().sm_count) &&
                           fp8_act_quant_hopper_enabled()));
-    DeviceOutputs got;
-    got.q.resize(n);
-    got.s.resize(std::size_t{m} * 40);
-    dq.download(got.q.data(), n);
-    ds.download(got.s.data(), got.s.size() * 4);
-    check_equal(q, s, got, m, k);
+    check_equal(q, s, download(dq, ds, m, k), m, k);
   }
 }
 
@@ -263,10 +262,5 @@ TEST_CASE("misaligned pointers run the shared kernel and still give the referenc
   test::synchronize(g.context);
   if (fp8_act_quant_hopper_enabled()) CHECK(chosen.reject == Fp8HopperReject::misaligned);
   CHECK_FALSE(chosen.twin);
-  DeviceOutputs got;
-  got.q.resize(n);
-  got.s.resize(std::size_t{m} * 8);
-  dq.download(got.q.data(), n);
-  ds.download(got.s.data(), got.s.size() * 4);
-  check_equal(q, s, got, m, k);
+  check_equal(q, s, download(dq, ds, m, k), m, k);
 }
