@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`kiln warm` across real processes on one cache folder, with the real compiler (no GPU needed):
 8 processes started together compile each module exactly once in total; a new process hits the
-disk for every module; a corrupted entry is healed (deleted, recompiled) and verifies afterwards.
+disk for every module; a corrupted entry is healed (deleted, recompiled) and verifies afterwards;
+`kiln info --json` reports the counters of what it resolved.
 
 Usage: test_kiln_warm.py KILN_EXECUTABLE
 """
@@ -59,6 +60,18 @@ def main():
               f'a flipped byte is healed by one recompile ({healed})')
         verify = subprocess.run([kiln, 'cache', 'verify', '--json'], env=env, capture_output=True, text=True)
         check(verify.returncode == 0, f'every entry verifies afterwards ({verify.stdout.strip()[:300]})')
+
+        # kiln info --json carries this process's counters: on a GPU it resolves the quantizer on
+        # every device (disk hits now, the cache is warm); without one it loads nothing.
+        info = json.loads(subprocess.run([kiln, 'info', '--json'], env=env, capture_output=True, text=True,
+                                         check=True).stdout)
+        counters = info['counters']
+        wanted = {'memory_hits', 'disk_hits', 'compiles', 'compile_ms', 'corrupt_healed', 'lock_waits', 'evictions'}
+        check(wanted <= counters.keys(), f'kiln info --json has the counters ({sorted(counters)})')
+        resolved = [d for d in info['devices'] if d['fp8_act_quant'] is not None]
+        check(counters['disk_hits'] + counters['compiles'] == sum(2 if d['fp8_act_quant']['twin'] else 1
+                                                                  for d in resolved),
+              f'info resolved the quantizer on {len(resolved)} device(s) through the caches ({counters})')
     if FAILURES:
         print(f'{len(FAILURES)} check(s) failed')
         return 1

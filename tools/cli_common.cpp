@@ -30,4 +30,15 @@ void parallel_for(std::size_t count, unsigned threads, const std::function<void(
   for (auto& worker : workers) worker.join();
 }
 
+nlohmann::json counters_json(const ServiceCounters& counters) {
+  const ModuleCacheCounters& memory = counters.memory;
+  const DiskCacheCounters& disk = counters.disk;
+  return {{"memory_hits", memory.memory_hits},   {"disk_hits", disk.disk_hits},
+          {"compiles", disk.compiles},           {"compile_ms", memory.compile_ms},
+          {"corrupt_healed", disk.corrupt_healed}, {"lock_waits", disk.lock_waits + memory.lock_waits},
+          {"lock_timeouts", disk.lock_timeouts}, {"evictions", disk.evictions},
+          {"load_refused", memory.load_refused}, {"store_failures", disk.store_failures},
+          {"failures", memory.failures}};
+}
+
 }  // namespace kiln::cli

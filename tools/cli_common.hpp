@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "kiln/service.hpp"
 #include "kiln/target.hpp"
 
 namespace kiln::cli {
@@ -17,5 +20,9 @@ std::vector<Target> requested_targets(const std::string& arch);
 /// Runs `work(i)` for every i in [0, count) on up to `threads` threads (this one included).
 /// `work` must not throw.
 void parallel_for(std::size_t count, unsigned threads, const std::function<void(std::size_t)>& work);
+
+/// This process's counters as one JSON object (`kiln warm --json`, `kiln info --json`): the memory
+/// caches' (summed over the services the command used) and the disk cache's.
+nlohmann::json counters_json(const ServiceCounters& counters);
 
 }  // namespace kiln::cli

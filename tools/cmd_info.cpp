@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_common.hpp"
 #include "commands.hpp"
 #include "kiln/compiler.hpp"
 #include "kiln/cuda_backend.hpp"
@@ -19,19 +20,39 @@ namespace {
 
 std::string version_text(const std::optional<Version>& version) { return version ? version->str() : "none"; }
 
+void add_counters(ModuleCacheCounters& sum, const ModuleCacheCounters& more) {
+  sum.memory_hits += more.memory_hits;
+  sum.lock_waits += more.lock_waits;
+  sum.disk_hits += more.disk_hits;
+  sum.compiles += more.compiles;
+  sum.compile_ms += more.compile_ms;
+  sum.load_refused += more.load_refused;
+  sum.failures += more.failures;
+}
+
 nlohmann::json info_json() {
   const auto nvrtc = nvrtc_version();
   const DriverStatus driver = driver_status();
   auto devices = nlohmann::json::array();
+  ModuleCacheCounters memory;
   for (const auto& device : driver.devices) {
     const TargetChoice choice = default_target_choice(device, driver.version);
+    // What a runtime embedding kiln gets on this device: the quantizer resolved through the caches.
+    nlohmann::json quantizer = nullptr;
+    if (choice.target) {
+      Service service(device.ordinal);
+      const auto& quant = service.fp8_act_quant();
+      quantizer = {{"shared", quant.shared().loaded()}, {"twin", quant.twin_present()}};
+      add_counters(memory, service.counters().memory);
+    }
     devices.push_back({{"ordinal", device.ordinal}, {"name", device.name},
                        {"compute_capability", std::to_string(device.cc.major) + "." + std::to_string(device.cc.minor)},
                        {"sm_count", device.sm_count},
                        {"target", choice.target ? nlohmann::json(choice.target->name()) : nlohmann::json(nullptr)},
                        {"target_kind", choice.target ? std::string(to_string(choice.target->kind)) : ""},
                        {"hopper_family", choice.target && choice.target->carries("hopper")},
-                       {"target_reason", choice.reason}});
+                       {"target_reason", choice.reason},
+                       {"fp8_act_quant", quantizer}});
   }
   const DiskCache cache = DiskCache::from_env(nvrtc);
   const auto status = cache.status();
@@ -48,6 +69,7 @@ nlohmann::json info_json() {
       {"levers",
        {{"KILN_FP8_ACT_QUANT_HOPPER", ops::fp8_act_quant_hopper_enabled()}, {"KILN_LINEINFO", lineinfo_from_env()},
         {"KILN_ARCH", target_override_from_env() ? target_override_from_env()->name() : ""}}},
+      {"counters", counters_json(ServiceCounters{memory, process_disk_cache()->counters()})},
   };
 }
 
@@ -67,6 +89,15 @@ void print_info(const nlohmann::json& info) {
                 device["sm_count"].get<unsigned>(),
                 device["target"].is_null() ? "none" : device["target"].get<std::string>().c_str(),
                 device["target_reason"].get<std::string>().c_str());
+  for (const auto& device : info["devices"])
+    if (!device["fp8_act_quant"].is_null())
+      std::printf("GPU %d: fp8 quantizer: shared kernel %s, Hopper twin %s\n", device["ordinal"].get<int>(),
+                  device["fp8_act_quant"]["shared"].get<bool>() ? "loaded" : "unavailable",
+                  device["fp8_act_quant"]["twin"].get<bool>() ? "loaded" : "unavailable");
+  const auto& counters = info["counters"];
+  std::printf("this process: %llu compiles, %llu disk hits, %llu memory hits\n",
+              counters["compiles"].get<unsigned long long>(), counters["disk_hits"].get<unsigned long long>(),
+              counters["memory_hits"].get<unsigned long long>());
   const auto& cache = info["disk_cache"];
   std::printf("disk cache: %s %s%s%s\n", cache["mode"].get<std::string>().c_str(), cache["dir"].get<std::string>().c_str(),
               cache["reason"].get<std::string>().empty() ? "" : ": ", cache["reason"].get<std::string>().c_str());

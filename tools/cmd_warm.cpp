@@ -72,12 +72,11 @@ void run(const WarmArgs& args) {
     }
   const auto counters = disk->counters();
   if (args.json) {
-    const nlohmann::json out{{"modules", jobs.size()},  {"failed", failed},
-                             {"compiles", counters.compiles}, {"disk_hits", counters.disk_hits},
-                             {"memory_hits", 0},        {"corrupt_healed", counters.corrupt_healed},
-                             {"lock_waits", counters.lock_waits}, {"lock_timeouts", counters.lock_timeouts},
-                             {"evictions", counters.evictions},   {"store_failures", counters.store_failures},
-                             {"wall_ms", wall_ms}};
+    // Why no memory counters: warm compiles and caches only, it loads nothing.
+    nlohmann::json out = counters_json(ServiceCounters{ModuleCacheCounters{}, counters});
+    out["modules"] = jobs.size();
+    out["failed"] = failed;
+    out["wall_ms"] = wall_ms;
     std::printf("%s\n", out.dump().c_str());
   } else {
     std::printf("%zu modules: %llu compiled, %llu already cached, %zu failed; %.1f ms; cache %s\n", jobs.size(),
