@@ -1,7 +1,8 @@
-// Exploration harness for the Hopper twin's geometry and division (kiln issue 6), built with nvcc
-// on the device by bench/twin_geometry.sh. Every variant covers the twin's contract (grid (M, Y),
-// any 1 <= Y <= K/128) and is checked byte for byte against the __fdiv_rn variant before it is
-// timed, so a fast variant that changes bytes is reported, not kept.
+// Exploration harness for the Hopper twin's geometry and division (kiln issue 6), built on the device
+// with `nvcc -O3 -std=c++17 -arch=sm_90a -I kernels_src/common bench/twin_geometry.cu`. Every
+// variant covers the twin's contract (grid (M, Y), any 1 <= Y <= K/128) and is checked byte for
+// byte against the __fdiv_rn variant before it is timed, so a fast variant that changes bytes is
+// reported, not kept.
 //
 // Variants: LANES threads per group (16: one uint4 each, 8: two, 4: four), THREADS per CTA, UNROLL
 // groups loaded per slot before any is reduced, DIV (0: __fdiv_rn per element; 1: the kernel's
@@ -17,7 +18,9 @@
 #include <random>
 #include <vector>
 
-#include "../kernels_src/common/fp8_e4m3.cuh"
+// The twin itself, for its load_stream (and so the harness times the same loads it ships); needs
+// -I kernels_src/common for the kernel's own include of fp8_e4m3.cuh.
+#include "../kernels_src/hopper/fp8_act_quant_hopper.cu"
 
 #define CHECK(call)                                                                  \
   do {                                                                               \
@@ -39,14 +42,6 @@ __device__ __forceinline__ unsigned pair_codes(float lo, float hi, const fp8::Gr
   } else {
     return fp8::e4m3x2(fp8::clamp_ratio(lo * d.recip), fp8::clamp_ratio(hi * d.recip));
   }
-}
-
-__device__ __forceinline__ uint4 load_stream(const unsigned short* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
 }
 
 template <int LANES, int THREADS, int UNROLL, int DIV, int PIPE>
