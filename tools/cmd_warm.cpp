@@ -13,6 +13,7 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "kiln/log.hpp"
+#include "kiln/prefetch.hpp"
 #include "kiln/service.hpp"
 
 namespace kiln::cli {
@@ -39,8 +40,7 @@ void run(const WarmArgs& args) {
                   to_string(disk->status().mode), disk->status().reason);
   std::vector<WarmJob> jobs;
   for (const auto& target : requested_targets(args.arch))
-    for (const auto& source : embedded_modules())
-      if (target.carries(source.family)) jobs.push_back(WarmJob{&source, target, false, {}});
+    for (const KernelSource* source : carried_modules(target)) jobs.push_back(WarmJob{source, target, false, {}});
 
   const ModuleProvider provider = make_module_provider(disk, Compiler());
   const bool progress = !args.json && ::isatty(STDERR_FILENO);
