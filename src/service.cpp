@@ -1,56 +1,44 @@
 #include "kiln/service.hpp"
 
-#include "kiln/dump.hpp"
-#include "kiln/nvrtc.hpp"
+#include <mutex>
+
+#include "cache/disk/disk_cache.hpp"
+#include "cache/module_provider.hpp"
+#include "driver/cuda_backend.hpp"
+#include "jit/compiler.hpp"
 
 namespace kiln {
 
-CacheKey module_cache_key(const KernelSource& source, const Target& target, const std::vector<std::string>& options) {
-  static const Version nvrtc = nvrtc_version().value_or(Version{});
-  CacheKeyInputs inputs;
-  inputs.nvrtc = nvrtc;
-  const std::string target_name = target.name();
-  inputs.target = target_name;
-  inputs.kind = target.kind;
-  inputs.options = options;
-  inputs.module = source.module;
-  inputs.source = source.text;
-  inputs.headers = embedded_headers();
-  return make_cache_key(inputs);
-}
+struct Service::Parts {
+  Parts(int ordinal, std::shared_ptr<DiskCache> disk_cache, Compiler compiler)
+      : disk(std::move(disk_cache)), backend(ordinal, make_module_provider(disk, std::move(compiler))) {}
 
-ModuleProvider make_module_provider(std::shared_ptr<DiskCache> disk, Compiler compiler) {
-  ModuleProvider provider;
-  provider.provide = [disk, compiler](const KernelSource& source, const Target& target) {
-    const CacheKey key = module_cache_key(source, target, compiler.options(target));
-    CacheResult result = disk->load_or_compile(key, source.module, target, [&] { return compiler.compile(source, target); });
-    const bool from_disk = result.outcome == CacheOutcome::hit || result.outcome == CacheOutcome::hit_after_wait;
-    // Why: the compiler dumps what it compiles; a disk hit is dumped here so KILN_DUMP_DIR shows
-    // every module this process loaded.
-    if (from_disk) dump_if_requested(result.module, source);
-    return ProvidedModule{std::move(result.module), from_disk};
-  };
-  provider.evict = [disk](const KernelSource& source, const CompiledModule& module) {
-    disk->evict(module_cache_key(source, module.target, module.options), source.module, module.target);
-  };
-  return provider;
-}
-
-std::shared_ptr<DiskCache> process_disk_cache() {
-  static const std::shared_ptr<DiskCache> cache = std::make_shared<DiskCache>(DiskCacheConfig::from_env(nvrtc_version()));
-  return cache;
-}
+  std::shared_ptr<DiskCache> disk;
+  CudaBackend backend;
+  std::once_flag fp8_once;
+  ops::Fp8ActQuant fp8;
+};
 
 Service::Service(int ordinal) : Service(ordinal, process_disk_cache(), Compiler()) {}
 
 Service::Service(int ordinal, std::shared_ptr<DiskCache> disk, Compiler compiler)
-    : disk_(std::move(disk)), backend_(std::make_unique<CudaBackend>(ordinal, make_module_provider(disk_, compiler))) {}
+    : parts_(std::make_unique<Parts>(ordinal, std::move(disk), std::move(compiler))) {}
+
+Service::~Service() = default;
+
+GpuBackend& Service::gpu() noexcept { return parts_->backend; }
+bool Service::available() const noexcept { return parts_->backend.available(); }
+const std::string& Service::unavailable_reason() const noexcept { return parts_->backend.unavailable_reason(); }
+CudaBackend& Service::backend() noexcept { return parts_->backend; }
+const std::shared_ptr<DiskCache>& Service::disk() const noexcept { return parts_->disk; }
 
 const ops::Fp8ActQuant& Service::fp8_act_quant() {
-  std::call_once(fp8_once_, [this] { fp8_ = ops::Fp8ActQuant::resolve(*backend_); });
-  return fp8_;
+  std::call_once(parts_->fp8_once, [this] { parts_->fp8 = ops::Fp8ActQuant::resolve(parts_->backend); });
+  return parts_->fp8;
 }
 
-ServiceCounters Service::counters() const { return ServiceCounters{backend_->counters(), disk_->counters()}; }
+ServiceCounters Service::counters() const {
+  return ServiceCounters{parts_->backend.counters(), parts_->disk->counters()};
+}
 
 }  // namespace kiln

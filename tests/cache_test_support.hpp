@@ -14,9 +14,9 @@
 
 #include <spdlog/sinks/base_sink.h>
 
-#include "kiln/cache_key.hpp"
-#include "kiln/disk_cache.hpp"
-#include "kiln/log.hpp"
+#include "base/log.hpp"
+#include "cache/cache_key.hpp"
+#include "cache/disk/disk_cache.hpp"
 
 namespace kiln::test {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "cache/module_cache.hpp"
 #include "driver/driver_api.hpp"
-#include "kiln/module_cache.hpp"
 
 namespace kiln::test {
 

@@ -7,10 +7,12 @@
 #include <memory>
 #include <string>
 
+#include "cache/cache_key.hpp"
+#include "cache/disk/disk_cache.hpp"
+#include "cache/module_provider.hpp"
+#include "driver/cuda_backend.hpp"
 #include "fake_driver.hpp"
-#include "kiln/cache_key.hpp"
-#include "kiln/cuda_backend.hpp"
-#include "kiln/disk_cache.hpp"
+#include "jit/target_select.hpp"
 
 namespace kiln::test {
 

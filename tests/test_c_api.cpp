@@ -8,7 +8,9 @@
 #include <string>
 #include <thread>
 
-#include "kiln/cuda_backend.hpp"
+#include "cache/disk/disk_cache.hpp"
+#include "cache/module_provider.hpp"
+#include "driver/cuda_backend.hpp"
 #include "kiln/kiln.h"
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "kiln/service.hpp"

@@ -7,7 +7,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "kiln/cache_entry.hpp"
+#include "cache/disk/cache_entry.hpp"
 #include "kiln/error.hpp"
 
 using namespace kiln;

@@ -3,7 +3,7 @@
 #include <functional>
 #include <set>
 
-#include "kiln/cache_key.hpp"
+#include "cache/cache_key.hpp"
 
 using namespace kiln;
 

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "kiln/compile_log.hpp"
+#include "jit/compile_log.hpp"
 
 using namespace kiln;
 

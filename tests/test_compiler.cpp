@@ -16,12 +16,13 @@
 #include <thread>
 #include <vector>
 
-#include "c_locale.hpp"
-#include "kiln/compiler.hpp"
+#include "jit/c_locale.hpp"
+#include "jit/compiler.hpp"
+#include "jit/nvrtc.hpp"
+#include "jit/registry.hpp"
+#include "jit/target_select.hpp"
 #include "kiln/error.hpp"
-#include "kiln/nvrtc.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
-#include "kiln/registry.hpp"
 
 using namespace kiln;
 

@@ -5,10 +5,10 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "driver/cuda_backend.hpp"
 #include "driver/driver_api.hpp"
 #include "driver/driver_check.hpp"
 #include "fake_driver.hpp"
-#include "kiln/cuda_backend.hpp"
 #include "kiln/error.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
 

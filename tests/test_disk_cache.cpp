@@ -11,9 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/env.hpp"
+#include "cache/disk/cache_entry.hpp"
 #include "cache_test_support.hpp"
-#include "kiln/cache_entry.hpp"
-#include "kiln/env.hpp"
 
 using namespace kiln;
 using namespace kiln::test;

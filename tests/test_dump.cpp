@@ -16,12 +16,12 @@
 
 #include <spdlog/sinks/ringbuffer_sink.h>
 
-#include "kiln/compiler.hpp"
-#include "kiln/dump.hpp"
+#include "base/log.hpp"
+#include "jit/compiler.hpp"
+#include "jit/dump.hpp"
+#include "jit/registry.hpp"
 #include "kiln/error.hpp"
-#include "kiln/log.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
-#include "kiln/registry.hpp"
 
 using namespace kiln;
 namespace fs = std::filesystem;

@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "kiln/env.hpp"
+#include "base/env.hpp"
 
 using namespace kiln;
 

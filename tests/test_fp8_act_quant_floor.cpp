@@ -131,7 +131,7 @@ TEST_CASE("verdict slots: one per verdict, nothing when the lever is off") {
 
 #include <sstream>
 
-#include "kiln/log.hpp"
+#include "base/log.hpp"
 
 TEST_CASE("pick logs each verdict once per process: small M then large M prints both lines") {
   REQUIRE(fp8_act_quant_hopper_enabled());  // the suite runs with the lever at its default

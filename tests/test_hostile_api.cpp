@@ -8,10 +8,11 @@
 #include <fstream>
 #include <limits>
 
-#include "error_of.hpp"
 #include "cache_test_support.hpp"
+#include "driver/cuda_backend.hpp"
+#include "error_of.hpp"
 #include "hostile_support.hpp"
-#include "kiln/cuda_backend.hpp"
+#include "jit/compiler.hpp"
 #include "kiln/error.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "kiln/service.hpp"

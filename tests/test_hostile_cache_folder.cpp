@@ -14,8 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cache/disk/cache_entry.hpp"
 #include "cache_test_support.hpp"
-#include "kiln/cache_entry.hpp"
 
 using namespace kiln;
 using namespace kiln::test;

@@ -7,10 +7,11 @@
 
 #include <cstring>
 
+#include "cache/module_provider.hpp"
 #include "cache_test_support.hpp"
+#include "driver/cuda_backend.hpp"
 #include "hostile_support.hpp"
-#include "kiln/compiler.hpp"
-#include "kiln/cuda_backend.hpp"
+#include "jit/compiler.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "kiln/service.hpp"
 

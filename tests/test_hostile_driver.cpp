@@ -3,12 +3,13 @@
 // or a kiln::Error naming the call, log once, and neither crash nor leak.
 #include <catch2/catch.hpp>
 
-#include "error_of.hpp"
+#include "cache/module_provider.hpp"
 #include "cache_test_support.hpp"
+#include "driver/cuda_backend.hpp"
 #include "driver/primary_context.hpp"
+#include "error_of.hpp"
 #include "hostile_support.hpp"
-#include "kiln/compiler.hpp"
-#include "kiln/cuda_backend.hpp"
+#include "jit/compiler.hpp"
 #include "kiln/error.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "kiln/service.hpp"

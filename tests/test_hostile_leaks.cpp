@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "cache/disk/cache_entry.hpp"
 #include "cache_test_support.hpp"
+#include "driver/cuda_backend.hpp"
 #include "hostile_support.hpp"
-#include "kiln/cache_entry.hpp"
+#include "jit/compiler.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "kiln/service.hpp"
 

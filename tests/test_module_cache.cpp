@@ -5,10 +5,10 @@
 #include <atomic>
 #include <thread>
 
+#include "cache/module_cache.hpp"
 #include "driver/primary_context.hpp"
 #include "fake_driver.hpp"
 #include "kiln/error.hpp"
-#include "kiln/module_cache.hpp"
 
 using namespace kiln;
 using namespace kiln::test;

@@ -7,11 +7,11 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "cache/prefetch.hpp"
+#include "driver/cuda_backend.hpp"
 #include "fake_driver.hpp"
-#include "kiln/cuda_backend.hpp"
 #include "kiln/error.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
-#include "kiln/prefetch.hpp"
 
 using namespace kiln;
 using namespace kiln::test;

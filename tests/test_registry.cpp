@@ -2,8 +2,8 @@
 
 #include <set>
 
+#include "jit/registry.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
-#include "kiln/registry.hpp"
 
 using namespace kiln;
 

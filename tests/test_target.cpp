@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "jit/target_select.hpp"
 #include "kiln/error.hpp"
-#include "kiln/target.hpp"
 
 using namespace kiln;
 

@@ -4,8 +4,8 @@
 #include <atomic>
 #include <thread>
 
+#include "jit/nvrtc.hpp"
 #include "kiln/error.hpp"
-#include "kiln/nvrtc.hpp"
 
 namespace kiln::cli {
 

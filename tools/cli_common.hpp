@@ -8,8 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "driver/cuda_backend.hpp"
+#include "jit/target_select.hpp"
 #include "kiln/service.hpp"
-#include "kiln/target.hpp"
 
 namespace kiln::cli {
 

@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cache/disk/disk_cache.hpp"
 #include "commands.hpp"
-#include "kiln/disk_cache.hpp"
 
 namespace kiln::cli {
 

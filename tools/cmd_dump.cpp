@@ -23,14 +23,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/log.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "kiln/compiler.hpp"
-#include "kiln/dump.hpp"
+#include "jit/compiler.hpp"
+#include "jit/dump.hpp"
+#include "jit/nvrtc.hpp"
+#include "jit/registry.hpp"
 #include "kiln/error.hpp"
-#include "kiln/log.hpp"
-#include "kiln/nvrtc.hpp"
-#include "kiln/registry.hpp"
 #include "kiln/target.hpp"
 
 extern char** environ;

@@ -4,14 +4,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cache/disk/disk_cache.hpp"
+#include "cache/module_provider.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "kiln/compiler.hpp"
-#include "kiln/cuda_backend.hpp"
-#include "kiln/disk_cache.hpp"
-#include "kiln/nvrtc.hpp"
+#include "driver/cuda_backend.hpp"
+#include "jit/compiler.hpp"
+#include "jit/nvrtc.hpp"
+#include "jit/registry.hpp"
 #include "kiln/ops/fp8_act_quant_floor.hpp"
-#include "kiln/registry.hpp"
 #include "kiln/version.hpp"
 
 namespace kiln::cli {

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "kiln/registry.hpp"
+#include "jit/registry.hpp"
 
 namespace kiln::cli {
 

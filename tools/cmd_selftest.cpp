@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "driver/cuda_backend.hpp"
 #include "driver/driver_check.hpp"
 #include "driver/primary_context.hpp"
 #include "kiln/error.hpp"

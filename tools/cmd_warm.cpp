@@ -10,10 +10,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/log.hpp"
+#include "cache/disk/disk_cache.hpp"
+#include "cache/module_provider.hpp"
+#include "cache/prefetch.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "kiln/log.hpp"
-#include "kiln/prefetch.hpp"
+#include "jit/compiler.hpp"
 #include "kiln/service.hpp"
 
 namespace kiln::cli {

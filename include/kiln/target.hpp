@@ -1,7 +1,7 @@
 #pragma once
 /// @file
-/// Compile targets: what NVRTC builds for one device. Pure and CPU-tested, except
-/// target_override_from_env and auto_target, which read `KILN_ARCH` and ask NVRTC.
+/// Compile targets as values: what NVRTC builds for one device (`sm_90a`, `compute_120`), compute
+/// capabilities and versions. How kiln chooses a device's target is internal (src/jit/target_select.hpp).
 
 #include <optional>
 #include <string>
@@ -50,11 +50,6 @@ ComputeCapability compute_capability_of(int arch);
 /// the text and the accepted forms on anything else.
 Target parse_target(std::string_view text);
 
-/// parse_target, then a check that NVRTC knows the arch (`nvrtc_archs` from nvrtcGetSupportedArchs;
-/// empty: not checked). `what` names the source of `text` in errors, e.g. "KILN_ARCH" or "--arch".
-Target parse_supported_target(std::string_view text, const std::vector<int>& nvrtc_archs,
-                              std::string_view what);
-
 /// A version as NVRTC and the driver report it, e.g. {13, 0}. The driver's integer 13000 is {13, 0}.
 struct Version {
   int major = 0;
@@ -65,45 +60,5 @@ struct Version {
   friend bool operator==(Version a, Version b) noexcept { return a.major == b.major && a.minor == b.minor; }
   std::string str() const;  ///< "13.0"
 };
-
-/// The target for one device, or why there is none.
-struct TargetChoice {
-  std::optional<Target> target;
-  std::string reason;  ///< why this target (or why none); for people and logs
-};
-
-/// Everything target selection depends on, so the rule is a pure function of it.
-struct TargetInputs {
-  ComputeCapability device;
-  std::vector<int> nvrtc_archs;        ///< nvrtcGetSupportedArchs: 75, 80, ..., 120
-  std::optional<Version> nvrtc;        ///< absent: NVRTC could not be loaded
-  std::optional<Version> driver;       ///< absent: no driver
-};
-
-/// The rule (README "Targets"), a pure function of `inputs`:
-/// - NVRTC knows the device's arch: exact-arch CUBIN, `sm_XY`, with the `a` suffix from compute
-///   capability 9.0 so arch-specific instructions (wgmma, tcgen05, ...) are allowed, never dropped.
-///   NVRTC 12.0-13.0 accept `a` for every arch >= 90 they list (tests check the installed one).
-/// - NVRTC does not know it (a GPU newer than NVRTC): PTX for the newest `compute_` NVRTC knows that
-///   is not newer than the device, which the driver finishes; never with the `a` suffix, because
-///   arch-specific PTX (`compute_121a`) loads only on exactly that compute capability. Only when
-///   the driver is at least as new as NVRTC; an older driver would refuse the PTX with
-///   CUDA_ERROR_UNSUPPORTED_PTX_VERSION, so there is no target and the reason says so. An unknown
-///   driver (offline tools) still gets the PTX target, and the reason states the condition.
-/// - No NVRTC, no archs, or a device older than every arch NVRTC knows: no target, with the reason.
-TargetChoice select_target(const TargetInputs& inputs);
-
-/// The CUBIN target of every arch NVRTC knows (what `kiln dump --arch all` builds), ascending:
-/// `select_target` for a device of exactly that arch.
-std::vector<Target> nvrtc_targets(const std::vector<int>& nvrtc_archs);
-
-/// `KILN_ARCH` (an expert and test override of the device's target), parsed and checked against
-/// the installed NVRTC; nothing when unset. Throws kiln::Error naming KILN_ARCH, the bad text and the
-/// accepted forms. Reads the environment on every call.
-std::optional<Target> target_override_from_env();
-
-/// What `--arch auto` means: `KILN_ARCH` when set, else the target of the process driver's first
-/// GPU, else `sm_90a` (H100/H200) when there is no usable GPU.
-Target auto_target();
 
 }  // namespace kiln

@@ -2,8 +2,8 @@
 
 #include <dlfcn.h>
 
+#include "base/log.hpp"
 #include "driver/driver_check.hpp"
-#include "kiln/log.hpp"
 
 namespace kiln::driver {
 

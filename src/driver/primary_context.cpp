@@ -1,7 +1,7 @@
 #include "driver/primary_context.hpp"
 
+#include "base/log.hpp"
 #include "driver/driver_check.hpp"
-#include "kiln/log.hpp"
 
 namespace kiln::driver {
 

@@ -5,8 +5,8 @@
 #include <atomic>
 #include <limits>
 
-#include "kiln/env.hpp"
-#include "kiln/log.hpp"
+#include "base/env.hpp"
+#include "base/log.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
 
 namespace kiln::ops {

@@ -18,8 +18,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "cache_names.hpp"
-#include "kiln/cache_entry.hpp"
+#include "cache/disk/cache_entry.hpp"
+#include "cache/disk/cache_names.hpp"
 #include "kiln/error.hpp"
 
 namespace {

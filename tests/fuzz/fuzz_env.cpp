@@ -14,11 +14,11 @@
 
 #include <spdlog/sinks/null_sink.h>
 
-#include "kiln/disk_cache.hpp"
-#include "kiln/env.hpp"
+#include "base/env.hpp"
+#include "base/log.hpp"
+#include "cache/disk/disk_cache.hpp"
+#include "jit/target_select.hpp"
 #include "kiln/error.hpp"
-#include "kiln/log.hpp"
-#include "kiln/target.hpp"
 
 namespace {
 

@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "jit/target_select.hpp"
 #include "kiln/error.hpp"
-#include "kiln/target.hpp"
 
 namespace {
 

@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "kiln/cuda_backend.hpp"
+#include "driver/cuda_backend.hpp"
 
 int main(int argc, char** argv) {
   const kiln::DriverStatus status = kiln::driver_status();

@@ -1,0 +1,68 @@
+#include "base/env.hpp"
+
+#include <cctype>
+#include <cstdlib>
+#include <limits>
+
+#include "base/log.hpp"
+
+namespace kiln {
+
+std::optional<std::string> env_value(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+static bool equals_lower(std::string_view text, std::string_view lower) {
+  if (text.size() != lower.size()) return false;
+  for (std::size_t i = 0; i < text.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(text[i])) != lower[i]) return false;
+  return true;
+}
+
+std::optional<bool> parse_switch(std::string_view text) {
+  for (auto word : {"1", "true", "on", "yes"})
+    if (equals_lower(text, word)) return true;
+  for (auto word : {"0", "false", "off", "no"})
+    if (equals_lower(text, word)) return false;
+  return std::nullopt;
+}
+
+unsigned size_suffix_shift(char suffix) {
+  switch (suffix) {
+    case 'K': case 'k': return 10;
+    case 'M': case 'm': return 20;
+    case 'G': case 'g': return 30;
+    case 'T': case 't': return 40;
+    default: return 0;
+  }
+}
+
+std::optional<std::uint64_t> parse_size(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  const unsigned shift = size_suffix_shift(text.back());
+  if (shift != 0) text.remove_suffix(1);
+  if (text.empty()) return std::nullopt;
+  constexpr auto max = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    const auto digit = static_cast<std::uint64_t>(c - '0');
+    if (value > (max - digit) / 10) return std::nullopt;
+    value = value * 10 + digit;
+  }
+  if (shift != 0 && value > (max >> shift)) return std::nullopt;
+  return value << shift;
+}
+
+bool switch_lever(const char* name, bool fallback) {
+  const auto text = env_value(name);
+  if (!text) return fallback;
+  if (const auto parsed = parse_switch(*text)) return *parsed;
+  logger().warn("{}='{}' is not a switch (expected 1/0, true/false, on/off, yes/no); using {}", name,
+                *text, fallback ? "1" : "0");
+  return fallback;
+}
+
+}  // namespace kiln

@@ -1,0 +1,43 @@
+#pragma once
+// Reading and publishing one entry file in the cache folder (descriptor-relative). Internal.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+#include "cache/disk/cache_entry.hpp"
+
+namespace kiln::detail {
+
+struct EntryRead {
+  enum class Result { ok, absent, bad };
+  Result result = Result::absent;
+  std::string reason;               ///< bad: what is wrong; absent: empty, or why it could not be opened
+  std::vector<std::uint8_t> bytes;  ///< the file; `view` points into it
+  EntryView view;                   ///< valid when ok
+  bool seen = false;                ///< a file was opened: `dev`/`ino` identify it
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
+/// Opens `name` without following a symlink and without blocking (a FIFO cannot hang us), accepts
+/// only a regular file owned by the effective user of at most `max_bytes`, reads it whole and
+/// decodes it against `key`. `touch_after_s` > 0: a good entry whose mtime is older than that
+/// many seconds gets its mtime set to now (shared LRU recency).
+EntryRead read_entry_file(int dir_fd, const std::string& name, const CacheKey& key, std::uint64_t max_bytes,
+                          int touch_after_s);
+
+/// Deletes the bad entry `name`, but only if it is still the file `seen` described (a writer may
+/// have just renamed a good entry over it); a symlink is removed itself, never its target.
+/// ENOENT and EBUSY are harmless races and ignored.
+void remove_bad_entry(int dir_fd, const std::string& name, const EntryRead& seen);
+
+/// Writes `bytes` to a fresh temporary file next to `name`, fsyncs, closes and renames it to
+/// `name`, then fsyncs the folder. Returns empty on success, else what failed (the temporary is
+/// removed). Refuses, without writing, an entry larger than RLIMIT_FSIZE (writing would raise
+/// SIGXFSZ, which kills the process by default).
+std::string publish_entry_file(int dir_fd, const std::string& name, const std::vector<std::uint8_t>& bytes);
+
+}  // namespace kiln::detail

@@ -1,0 +1,154 @@
+#include "driver/cuda_backend.hpp"
+
+#include "base/env.hpp"
+#include "base/log.hpp"
+#include "cache/prefetch.hpp"
+#include "driver/devices.hpp"
+#include "driver/driver_api.hpp"
+#include "driver/driver_check.hpp"
+#include "driver/primary_context.hpp"
+#include "jit/nvrtc.hpp"
+#include "kiln/error.hpp"
+
+namespace kiln {
+
+DriverStatus driver_status() { return driver_status(driver::driver_api()); }
+
+DriverStatus driver_status(const driver::DriverApi& api) {
+  DriverStatus status;
+  status.version = api.version;
+  if (!api.loaded) {
+    status.reason = api.load_error;
+    return status;
+  }
+  try {
+    status.devices = driver::devices(api);
+    status.available = true;
+  } catch (const std::exception& error) {
+    status.reason = error.what();
+  }
+  return status;
+}
+
+TargetChoice default_target_choice(const DeviceInfo& device, std::optional<Version> driver) {
+  if (auto forced = target_override_from_env()) return TargetChoice{forced, "KILN_ARCH=" + forced->name()};
+  return select_target(TargetInputs{device.cc, nvrtc_supported_archs(), nvrtc_version(), driver});
+}
+
+CudaBackend::CudaBackend(int ordinal, ModuleProvider provider)
+    : CudaBackend(driver::driver_api(), ordinal, std::move(provider), default_target_choice,
+                  switch_lever("KILN_PREFETCH", true)) {}
+
+CudaBackend::CudaBackend(const driver::DriverApi& api, int ordinal, ModuleProvider provider,
+                         const TargetChooser& choose, bool prefetch)
+    : api_(api) {
+  if (ordinal < 0) throw_invalid_argument("ordinal", "a device ordinal >= 0", std::to_string(ordinal));
+  device_.ordinal = ordinal;
+  if (!api.loaded) {
+    unavailable_reason_ = api.load_error;
+    return;
+  }
+  const auto unavailable = [&](const Error& error) {
+    unavailable_reason_ = error.what();
+    logger().warn("device {} is unavailable: {}", ordinal, unavailable_reason_);
+  };
+  int count = 0;
+  try {
+    count = driver::device_count(api);
+  } catch (const Error& error) {
+    unavailable(error);
+    return;
+  }
+  if (ordinal >= count)
+    throw_invalid_argument("ordinal", "a device ordinal below " + std::to_string(count), std::to_string(ordinal));
+  try {
+    device_ = driver::device_info(api, ordinal);
+  } catch (const Error& error) {
+    unavailable(error);
+    return;
+  }
+
+  // Why the target before the context: it needs only the compute capability, and knowing it
+  // lets the prefetch overlap NVRTC with cuDevicePrimaryCtxRetain, the slowest step of start-up.
+  TargetChoice choice = choose(device_, api.version);
+  target_reason_ = std::move(choice.reason);
+  if (!choice.target) {
+    unavailable_reason_ = "no compile target for device " + std::to_string(ordinal) + ": " + target_reason_;
+    logger().warn("{}", unavailable_reason_);
+    return;
+  }
+  try {
+    // Why only while the context is inactive: then retaining it takes ~115 ms and the compiles fit
+    // behind it; once anyone holds it, retaining is instant and the worker threads only add their
+    // start-up (+0.35 ms to a warm process on the H200).
+    if (prefetch && !driver::primary_context_active(api, ordinal))
+      provider = prefetching_provider(std::move(provider), *choice.target, carried_modules(*choice.target));
+    context_ = std::make_unique<driver::PrimaryContext>(api, ordinal);
+  } catch (const Error& error) {
+    unavailable(error);
+    return;
+  }
+  target_ = choice.target;
+  modules_ = std::make_unique<ModuleCache>(*context_, *target_, std::move(provider));
+  logger().info("device {} ({}, compute capability {}.{}, {} SMs): target {} ({})", ordinal, device_.name,
+                device_.cc.major, device_.cc.minor, device_.sm_count, target_->name(), target_reason_);
+}
+
+CudaBackend::~CudaBackend() = default;
+
+std::vector<std::unique_ptr<CudaBackend>> CudaBackend::all(const ModuleProvider& provider) {
+  return all(driver::driver_api(), provider, default_target_choice);
+}
+
+std::vector<std::unique_ptr<CudaBackend>> CudaBackend::all(const driver::DriverApi& api,
+                                                           const ModuleProvider& provider,
+                                                           const TargetChooser& choose) {
+  std::vector<std::unique_ptr<CudaBackend>> backends;
+  if (!api.loaded) {
+    logger().info("no GPU backends: {}", api.load_error);
+    return backends;
+  }
+  int count = 0;
+  try {
+    count = driver::device_count(api);
+  } catch (const Error& error) {
+    logger().warn("no GPU backends: {}", error.what());
+    return backends;
+  }
+  for (int ordinal = 0; ordinal < count; ++ordinal)
+    backends.push_back(std::make_unique<CudaBackend>(api, ordinal, provider, choose));
+  return backends;
+}
+
+KernelHandle CudaBackend::try_kernel(std::string_view module, std::string_view entry) {
+  return modules_ ? modules_->kernel(module, entry) : KernelHandle{};
+}
+
+KernelHandle CudaBackend::try_target_kernel(std::string_view module, std::string_view entry) {
+  return modules_ ? modules_->kernel(module, entry, FamilyRule::carried_by_target) : KernelHandle{};
+}
+
+void CudaBackend::launch(KernelHandle kernel, Dim3 grid, Dim3 block, std::uint32_t shared_bytes, void* stream,
+                         void** args) {
+  if (!modules_)
+    throw_error("cannot launch on device " + std::to_string(device_.ordinal) + ": " + unavailable_reason_,
+                ErrorContext{"launch", {}, {}, {}, {}});
+  const LoadedKernel loaded = modules_->resolve(kernel);
+  driver::ScopedCurrent current(*context_);
+  const CUresult result = api_.cuLaunchKernel(static_cast<CUfunction>(loaded.function), grid.x, grid.y, grid.z,
+                                              block.x, block.y, block.z, shared_bytes, static_cast<CUstream>(stream),
+                                              args, nullptr);
+  if (result != CUDA_SUCCESS)
+    driver::throw_driver_error(api_, result, "cuLaunchKernel",
+                               ErrorContext{{}, std::string(loaded.module), target_->name(), {}, {}});
+}
+
+ModuleCacheCounters CudaBackend::counters() const noexcept {
+  return modules_ ? modules_->counters() : ModuleCacheCounters{};
+}
+
+void CudaBackend::clear() noexcept {
+  if (modules_) modules_->clear();
+}
+
+}  // namespace kiln

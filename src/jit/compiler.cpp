@@ -1,0 +1,164 @@
+// NVRTC compiles. Why no lock around them: the NVRTC User Guide ("Thread Safety", CUDA 11.x to
+// 13.0) allows concurrent NVRTC calls except on the same nvrtcProgram while one of them compiles or
+// adds a name expression, and every compile here creates, uses and destroys its own program.
+// Measured with NVRTC 13.0 (tests/test_compiler.cpp samples both threads' CPU clocks): two threads'
+// compiles run on two CPUs at once, unless NVRTC_INTERNAL_GLOBAL_LOCK=1 makes NVRTC serialise them.
+// NVIDIA/cccl#9998 relies on the same guarantee. The process locale is the one shared input; see
+// ScopedCLocale.
+#include "jit/compiler.hpp"
+
+#include <nvrtc.h>
+
+#include <chrono>
+
+#include "base/env.hpp"
+#include "base/log.hpp"
+#include "c_locale.hpp"
+#include "jit/compile_log.hpp"
+#include "jit/dump.hpp"
+#include "kiln/error.hpp"
+
+namespace kiln {
+
+namespace {
+
+struct CompileScope {
+  const KernelSource& source;
+  const Target& target;
+  const std::vector<std::string>& options;
+
+  ErrorContext context(const char* call, std::string log = {}) const {
+    return {call, source.module, target.name(), options, std::move(log)};
+  }
+};
+
+void check(nvrtcResult result, const char* call, const CompileScope& scope) {
+  if (result == NVRTC_SUCCESS) return;
+  throw_error(std::string(call) + " failed for module '" + scope.source.module + "' (" + scope.target.name() +
+                  "): " + nvrtcGetErrorString(result),
+              scope.context(call));
+}
+
+/// Owns one nvrtcProgram.
+class Program {
+ public:
+  explicit Program(const CompileScope& scope) {
+    const auto& headers = embedded_headers();
+    std::vector<const char*> texts, names;
+    // Why copies: NVRTC takes NUL-terminated strings and the embedded views promise no terminator.
+    std::vector<std::string> header_texts;
+    header_texts.reserve(headers.size());
+    for (const auto& header : headers) {
+      header_texts.emplace_back(header.text);
+      texts.push_back(header_texts.back().c_str());
+      names.push_back(header.name.c_str());
+    }
+    const std::string text(scope.source.text);
+    const std::string name = scope.source.module + ".cu";
+    check(nvrtcCreateProgram(&program_, text.c_str(), name.c_str(), static_cast<int>(texts.size()), texts.data(),
+                             names.data()),
+          "nvrtcCreateProgram", scope);
+  }
+  ~Program() {
+    if (program_ == nullptr) return;
+    if (const nvrtcResult result = nvrtcDestroyProgram(&program_); result != NVRTC_SUCCESS)
+      logger().warn("nvrtcDestroyProgram failed: {}", nvrtcGetErrorString(result));
+  }
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+
+  nvrtcProgram get() const { return program_; }
+
+ private:
+  nvrtcProgram program_ = nullptr;
+};
+
+/// NVRTC sizes count a trailing NUL (PTX, log); binary outputs (CUBIN) have none.
+template <typename Out, typename SizeFn, typename GetFn>
+Out fetch(nvrtcProgram program, SizeFn size_fn, GetFn get_fn, const char* size_call, const char* get_call,
+          const CompileScope& scope) {
+  std::size_t size = 0;
+  check(size_fn(program, &size), size_call, scope);
+  Out out(size, typename Out::value_type{});
+  if (size != 0) check(get_fn(program, reinterpret_cast<char*>(out.data())), get_call, scope);
+  return out;
+}
+
+std::string strip_nul(std::string text) {
+  while (!text.empty() && text.back() == '\0') text.pop_back();
+  return text;
+}
+
+std::vector<SourceText> source_texts(const KernelSource& source, const std::string& name) {
+  std::vector<SourceText> files{{name, source.text}};
+  for (const auto& header : embedded_headers()) files.push_back({header.name, header.text});
+  return files;
+}
+
+[[noreturn]] void throw_compile_error(nvrtcResult result, std::string log, const CompileScope& scope) {
+  std::string message = "module '" + scope.source.module + "' does not compile for " + scope.target.name() + " (" +
+                        nvrtcGetErrorString(result) + ")\n";
+  message += format_compile_log(log, source_texts(scope.source, scope.source.module + ".cu"));
+  message += "NVRTC options:";
+  for (const auto& option : scope.options) message += " " + option;
+  throw_error(message, scope.context("nvrtcCompileProgram", std::move(log)));
+}
+
+}  // namespace
+
+std::vector<std::string> compile_options(const Target& target, bool lineinfo) {
+  std::vector<std::string> options{"-arch=" + target.name(), "-std=c++17", "-default-device"};
+  if (lineinfo) options.emplace_back("-lineinfo");
+  return options;
+}
+
+bool lineinfo_from_env() { return switch_lever("KILN_LINEINFO", false); }
+
+CompiledModule compile_module(const KernelSource& source, const Target& target,
+                              const std::vector<std::string>& options) {
+  if (!target.carries(source.family))
+    throw_error("module '" + source.module + "' is of family '" + source.family + "', which " + target.name() +
+                    " does not carry (hopper modules build only for sm_90/sm_90a)",
+                {"compile_module", source.module, target.name(), options, {}});
+  const CompileScope scope{source, target, options};
+  const detail::ScopedCLocale c_locale;
+
+  const Program program(scope);
+  std::vector<const char*> argv;
+  for (const auto& option : options) argv.push_back(option.c_str());
+
+  const auto start = std::chrono::steady_clock::now();
+  const nvrtcResult compiled = nvrtcCompileProgram(program.get(), static_cast<int>(argv.size()), argv.data());
+  std::string log = strip_nul(fetch<std::string>(program.get(), nvrtcGetProgramLogSize, nvrtcGetProgramLog,
+                                                 "nvrtcGetProgramLogSize", "nvrtcGetProgramLog", scope));
+  if (compiled != NVRTC_SUCCESS) throw_compile_error(compiled, std::move(log), scope);
+
+  CompiledModule module;
+  module.module = source.module;
+  module.target = target;
+  module.options = options;
+  module.ptx = strip_nul(fetch<std::string>(program.get(), nvrtcGetPTXSize, nvrtcGetPTX, "nvrtcGetPTXSize",
+                                            "nvrtcGetPTX", scope));
+  if (target.kind == OutputKind::cubin)
+    module.cubin = fetch<std::vector<std::uint8_t>>(program.get(), nvrtcGetCUBINSize, nvrtcGetCUBIN,
+                                                    "nvrtcGetCUBINSize", "nvrtcGetCUBIN", scope);
+  module.log = std::move(log);
+  module.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (module.ptx.empty() || (target.kind == OutputKind::cubin && module.cubin.empty()))
+    throw_error("NVRTC returned no " + std::string(module.ptx.empty() ? "PTX" : "CUBIN") + " for module '" +
+                    source.module + "' (" + target.name() + ")",
+                scope.context("nvrtcCompileProgram", module.log));
+  logger().debug("compiled {} for {} in {:.1f} ms (ptx {} B, cubin {} B)", source.module, target.name(),
+                 module.compile_ms, module.ptx.size(), module.cubin.size());
+  return module;
+}
+
+Compiler::Compiler() : lineinfo_(lineinfo_from_env()) {}
+
+CompiledModule Compiler::compile(const KernelSource& source, const Target& target) const {
+  CompiledModule module = compile_module(source, target, options(target));
+  dump_if_requested(module, source);
+  return module;
+}
+
+}  // namespace kiln

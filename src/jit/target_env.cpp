@@ -1,0 +1,27 @@
+// The process-dependent half of target.hpp: KILN_ARCH and `--arch auto`.
+#include "base/env.hpp"
+#include "driver/cuda_backend.hpp"
+#include "jit/nvrtc.hpp"
+#include "jit/target_select.hpp"
+
+namespace kiln {
+
+std::optional<Target> target_override_from_env() {
+  const auto text = env_value("KILN_ARCH");
+  if (!text) return std::nullopt;
+  return parse_supported_target(*text, nvrtc_supported_archs(), "KILN_ARCH");
+}
+
+Target auto_target() {
+  if (auto overridden = target_override_from_env()) return *overridden;
+  const DriverStatus driver = driver_status();
+  if (!driver.devices.empty()) {
+    const TargetChoice choice = default_target_choice(driver.devices.front(), driver.version);
+    if (choice.target) return *choice.target;
+  }
+  // Why sm_90a: with no usable GPU, the H100/H200 is the most useful thing to build for and shows
+  // both quantizer modules.
+  return Target{{9, 0}, true, OutputKind::cubin};
+}
+
+}  // namespace kiln

@@ -1,0 +1,60 @@
+#pragma once
+/// @file
+/// How kiln chooses a device's compile target. Pure and CPU-tested, except
+/// target_override_from_env and auto_target, which read `KILN_ARCH` and ask NVRTC.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/target.hpp"
+
+namespace kiln {
+
+/// parse_target, then a check that NVRTC knows the arch (`nvrtc_archs` from nvrtcGetSupportedArchs;
+/// empty: not checked). `what` names the source of `text` in errors, e.g. "KILN_ARCH" or "--arch".
+Target parse_supported_target(std::string_view text, const std::vector<int>& nvrtc_archs,
+                              std::string_view what);
+
+/// The target for one device, or why there is none.
+struct TargetChoice {
+  std::optional<Target> target;
+  std::string reason;  ///< why this target (or why none); for people and logs
+};
+
+/// Everything target selection depends on, so the rule is a pure function of it.
+struct TargetInputs {
+  ComputeCapability device;
+  std::vector<int> nvrtc_archs;        ///< nvrtcGetSupportedArchs: 75, 80, ..., 120
+  std::optional<Version> nvrtc;        ///< absent: NVRTC could not be loaded
+  std::optional<Version> driver;       ///< absent: no driver
+};
+
+/// The rule (README "Targets"), a pure function of `inputs`:
+/// - NVRTC knows the device's arch: exact-arch CUBIN, `sm_XY`, with the `a` suffix from compute
+///   capability 9.0 so arch-specific instructions (wgmma, tcgen05, ...) are allowed, never dropped.
+///   NVRTC 12.0-13.0 accept `a` for every arch >= 90 they list (tests check the installed one).
+/// - NVRTC does not know it (a GPU newer than NVRTC): PTX for the newest `compute_` NVRTC knows that
+///   is not newer than the device, which the driver finishes; never with the `a` suffix, because
+///   arch-specific PTX (`compute_121a`) loads only on exactly that compute capability. Only when
+///   the driver is at least as new as NVRTC; an older driver would refuse the PTX with
+///   CUDA_ERROR_UNSUPPORTED_PTX_VERSION, so there is no target and the reason says so. An unknown
+///   driver (offline tools) still gets the PTX target, and the reason states the condition.
+/// - No NVRTC, no archs, or a device older than every arch NVRTC knows: no target, with the reason.
+TargetChoice select_target(const TargetInputs& inputs);
+
+/// The CUBIN target of every arch NVRTC knows (what `kiln dump --arch all` builds), ascending:
+/// `select_target` for a device of exactly that arch.
+std::vector<Target> nvrtc_targets(const std::vector<int>& nvrtc_archs);
+
+/// `KILN_ARCH` (an expert and test override of the device's target), parsed and checked against
+/// the installed NVRTC; nothing when unset. Throws kiln::Error naming KILN_ARCH, the bad text and the
+/// accepted forms. Reads the environment on every call.
+std::optional<Target> target_override_from_env();
+
+/// What `--arch auto` means: `KILN_ARCH` when set, else the target of the process driver's first
+/// GPU, else `sm_90a` (H100/H200) when there is no usable GPU.
+Target auto_target();
+
+}  // namespace kiln
