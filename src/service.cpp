@@ -1,6 +1,7 @@
 #include "kiln/service.hpp"
 
 #include <mutex>
+#include <shared_mutex>
 
 #include "cache/disk/disk_cache.hpp"
 #include "cache/module_provider.hpp"
@@ -10,35 +11,54 @@
 namespace kiln {
 
 struct Service::Parts {
-  Parts(int ordinal, std::shared_ptr<DiskCache> disk_cache, Compiler compiler)
-      : disk(std::move(disk_cache)), backend(ordinal, make_module_provider(disk, std::move(compiler))) {}
+  Parts(std::unique_ptr<CudaBackend> device_backend, std::shared_ptr<DiskCache> disk_cache)
+      : disk(std::move(disk_cache)), backend(std::move(device_backend)) {}
 
   std::shared_ptr<DiskCache> disk;
-  CudaBackend backend;
-  std::once_flag fp8_once;
+  std::unique_ptr<CudaBackend> backend;
+
+  // The quantizer as last resolved, and the backend generation it was resolved at.
+  std::shared_mutex fp8_mutex;
+  bool fp8_resolved = false;
+  std::uint64_t fp8_generation = 0;
   ops::Fp8ActQuant fp8;
 };
 
 Service::Service(int ordinal) : Service(ordinal, process_disk_cache(), Compiler()) {}
 
 Service::Service(int ordinal, std::shared_ptr<DiskCache> disk, Compiler compiler)
-    : parts_(std::make_unique<Parts>(ordinal, std::move(disk), std::move(compiler))) {}
+    : Service(std::make_unique<CudaBackend>(ordinal, make_module_provider(disk, std::move(compiler))), disk) {}
+
+Service::Service(std::unique_ptr<CudaBackend> backend, std::shared_ptr<DiskCache> disk)
+    : parts_(std::make_unique<Parts>(std::move(backend), std::move(disk))) {}
 
 Service::~Service() = default;
 
-GpuBackend& Service::gpu() noexcept { return parts_->backend; }
-bool Service::available() const noexcept { return parts_->backend.available(); }
-const std::string& Service::unavailable_reason() const noexcept { return parts_->backend.unavailable_reason(); }
-CudaBackend& Service::backend() noexcept { return parts_->backend; }
+GpuBackend& Service::gpu() noexcept { return *parts_->backend; }
+bool Service::available() const noexcept { return parts_->backend->available(); }
+const std::string& Service::unavailable_reason() const noexcept { return parts_->backend->unavailable_reason(); }
+CudaBackend& Service::backend() noexcept { return *parts_->backend; }
 const std::shared_ptr<DiskCache>& Service::disk() const noexcept { return parts_->disk; }
 
-const ops::Fp8ActQuant& Service::fp8_act_quant() {
-  std::call_once(parts_->fp8_once, [this] { parts_->fp8 = ops::Fp8ActQuant::resolve(parts_->backend); });
-  return parts_->fp8;
+ops::Fp8ActQuant Service::fp8_act_quant() {
+  Parts& parts = *parts_;
+  // Why read before resolving: a clear() or transient failure during the resolve changes the
+  // generation, so the result is not trusted past this call and the next one resolves again.
+  const std::uint64_t generation = parts.backend->generation();
+  {
+    std::shared_lock lock(parts.fp8_mutex);
+    if (parts.fp8_resolved && parts.fp8_generation == generation) return parts.fp8;
+  }
+  const ops::Fp8ActQuant fresh = ops::Fp8ActQuant::resolve(*parts.backend);
+  std::unique_lock lock(parts.fp8_mutex);
+  parts.fp8 = fresh;
+  parts.fp8_generation = generation;
+  parts.fp8_resolved = true;
+  return fresh;
 }
 
 ServiceCounters Service::counters() const {
-  return ServiceCounters{parts_->backend.counters(), parts_->disk->counters()};
+  return ServiceCounters{parts_->backend->counters(), parts_->disk->counters()};
 }
 
 }  // namespace kiln

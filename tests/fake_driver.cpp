@@ -33,6 +33,11 @@ struct State {
   int loads = 0;
   int unloads = 0;
   std::vector<FakeLaunch> launches;
+  // Why poison: a real driver given a function of an unloaded module crashes or worse; the fake
+  // counts every such use so a test can fail on it.
+  std::set<std::uintptr_t> unloaded;
+  int uses_after_unload = 0;
+  std::function<void()> launch_hook;
 };
 
 State& state() {
@@ -80,6 +85,7 @@ constexpr ErrorName ERROR_NAMES[] = {
     {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
 };
 
@@ -261,6 +267,7 @@ CUresult fake_cuModuleUnload(CUmodule module) {
   std::lock_guard lock(s.mutex);
   if (auto failed = enter(s, "cuModuleUnload")) return *failed;
   if (s.modules.erase(reinterpret_cast<std::uintptr_t>(module)) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  s.unloaded.insert(reinterpret_cast<std::uintptr_t>(module));
   ++s.unloads;
   return CUDA_SUCCESS;
 }
@@ -282,9 +289,19 @@ CUresult fake_cuModuleGetFunction(CUfunction* function, CUmodule module, const c
 CUresult fake_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                              unsigned bz, unsigned shared, CUstream stream, void** args, void**) {
   auto& s = state();
+  std::function<void()> hook;
+  {
+    std::lock_guard lock(s.mutex);
+    hook = s.launch_hook;
+  }
+  if (hook) hook();
   std::lock_guard lock(s.mutex);
   if (auto failed = enter(s, "cuLaunchKernel")) return *failed;
   const auto value = reinterpret_cast<std::uintptr_t>(function);
+  if (s.unloaded.count(value >> 8) != 0) {
+    ++s.uses_after_unload;
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
+  }
   const auto found = s.modules.find(value >> 8);
   const std::size_t index = (value & 0xff) - 1;
   if (found == s.modules.end() || index >= found->second.entries.size()) return CUDA_ERROR_INVALID_HANDLE;
@@ -312,6 +329,9 @@ void FakeDriver::reset(std::vector<FakeDevice> devices) {
   s.loads = 0;
   s.unloads = 0;
   s.launches.clear();
+  s.unloaded.clear();
+  s.uses_after_unload = 0;
+  s.launch_hook = nullptr;
   current_stack.clear();
 }
 
@@ -326,6 +346,18 @@ driver::DriverApi FakeDriver::api() const {
 }
 
 driver::DriverApi FakeDriver::missing() { return driver::load_driver_api("libcuda-kiln-test-missing.so.1"); }
+
+void FakeDriver::on_launch(std::function<void()> hook) {
+  auto& s = state();
+  std::lock_guard lock(s.mutex);
+  s.launch_hook = std::move(hook);
+}
+
+int FakeDriver::uses_after_unload() const {
+  auto& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.uses_after_unload;
+}
 
 void FakeDriver::fail_next(const std::string& call, CUresult result, int times) {
   auto& s = state();

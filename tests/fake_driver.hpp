@@ -51,6 +51,11 @@ class FakeDriver {
   // `result` and do nothing else.
   void fail_next(const std::string& call, CUresult result, int times = 1);
 
+  // Runs at the start of every cuLaunchKernel, outside the fake's lock (to race a launch).
+  void on_launch(std::function<void()> hook);
+  // Launches of a function whose module was unloaded: on a real driver, a crash or worse.
+  int uses_after_unload() const;
+
   int calls(const std::string& call) const;
   int loads() const;          // successful cuModuleLoadDataEx
   int unloads() const;        // successful cuModuleUnload

@@ -102,7 +102,9 @@ TEST_CASE("a device that disappears: cached handles stay, new loads are 0, launc
     CHECK(backend.try_kernel(ops::FP8_QUANT_MODULE, ops::FP8_QUANT_ENTRY) == loaded);
     CHECK_FALSE(backend.try_kernel(ops::FP8_QUANT_HOPPER_MODULE, ops::FP8_QUANT_HOPPER_ENTRY).loaded());
     CHECK_FALSE(backend.try_kernel(ops::FP8_QUANT_HOPPER_MODULE, ops::FP8_QUANT_HOPPER_ENTRY).loaded());
-    CHECK(backend.counters().failures == 1);
+    // A vanished device is not a permanent failure: each request tries again (and fails), but the
+    // warning is given once.
+    CHECK(backend.counters().failures == 2);
     CHECK(backend.counters().load_refused == 0);  // not a bad image: nothing evicted
     CHECK(provider.evicted().empty());
     CHECK(warnings.count() == 1);

@@ -70,6 +70,7 @@ TEST_CASE("many threads on two devices, with clear() racing them, stay consisten
     CHECK(FakeDriver::instance().launches().size() + refused_launches == std::size_t{workers * rounds});
   }
   CHECK(FakeDriver::instance().live_modules() == 0);
+  CHECK(FakeDriver::instance().uses_after_unload() == 0);
   CHECK(FakeDriver::instance().retained(0) == 0);
   CHECK(FakeDriver::instance().retained(1) == 0);
   CHECK(compiles == 3);  // three (module, target) pairs; every later load is a disk hit

@@ -33,6 +33,8 @@ class Service {
   explicit Service(int ordinal = 0);
   /// For tests and tools: explicit disk cache and compiler.
   Service(int ordinal, std::shared_ptr<DiskCache> disk, Compiler compiler);
+  /// For tests: an explicit backend (a fake driver's) and disk cache.
+  Service(std::unique_ptr<CudaBackend> backend, std::shared_ptr<DiskCache> disk);
   /// Unloads this device's modules and releases its primary context.
   ~Service();
   Service(const Service&) = delete;
@@ -44,8 +46,11 @@ class Service {
   bool available() const noexcept;
   /// Why not available (no driver, a driver error, no target); empty when it is.
   const std::string& unavailable_reason() const noexcept;
-  /// The quantizer on this device, resolved on first use (compiles or loads both modules).
-  const ops::Fp8ActQuant& fp8_act_quant();
+  /// The quantizer on this device, resolved on first use (compiles or loads both modules) and
+  /// resolved again after the device's modules were cleared or a load failed for a passing reason
+  /// (out of memory), so its handles are never stale and a transient failure is not forever. A
+  /// permanent failure (a compile error) is remembered: that kernel's handle stays 0.
+  ops::Fp8ActQuant fp8_act_quant();
   ServiceCounters counters() const;
 
   /// Internal parts, for kiln's own tools and tests (src/driver/cuda_backend.hpp,

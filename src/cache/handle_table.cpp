@@ -25,20 +25,29 @@ HandleTable::HandleTable(int device, std::string target_name)
 
 std::uint64_t HandleTable::index_of(KernelHandle handle) const noexcept { return (handle.raw & INDEX_MASK) - 1; }
 
-std::vector<KernelHandle> HandleTable::add(const driver::LoadedModule& module, const std::vector<std::string>& entries) {
+std::vector<KernelHandle> HandleTable::add(const std::shared_ptr<const driver::LoadedModule>& module,
+                                           const std::vector<std::string>& entries) {
   std::vector<KernelHandle> handles;
   handles.reserve(entries.size());
   std::unique_lock lock(mutex_);
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    records_.push_back(Record{module.name(), entries[i], module.functions()[i]});
+    records_.push_back(Record{module->name(), entries[i], module->functions()[i], module});
     handles.push_back(KernelHandle{id_ << ID_SHIFT | records_.size()});
   }
   return handles;
 }
 
 void HandleTable::retire(const std::vector<KernelHandle>& handles) noexcept {
+  // Why outside the lock: dropping the last share unloads the module, a driver call that must not
+  // hold up resolve() on other threads. One share suffices: the handles are one module's.
+  std::shared_ptr<const driver::LoadedModule> released;
   std::unique_lock lock(mutex_);
-  for (const KernelHandle handle : handles) records_[index_of(handle)].function = nullptr;
+  for (const KernelHandle handle : handles) {
+    Record& record = records_[index_of(handle)];
+    record.function = nullptr;
+    if (record.owner) released = std::move(record.owner);
+  }
+  lock.unlock();
 }
 
 LoadedKernel HandleTable::resolve(KernelHandle handle) const {
@@ -54,7 +63,7 @@ LoadedKernel HandleTable::resolve(KernelHandle handle) const {
     throw_error("handle of '" + record.entry + "' in module '" + record.module + "' on device " +
                     std::to_string(device_) + " is stale: its module was unloaded by clear()",
                 ErrorContext{"launch", record.module, target_name_, {}, {}});
-  return LoadedKernel{record.function, record.module, record.entry};
+  return LoadedKernel{record.function, record.module, record.entry, record.owner};
 }
 
 }  // namespace kiln

@@ -22,11 +22,13 @@ namespace driver {
 class LoadedModule;
 }
 
-/// What a handle stands for.
+/// What a handle stands for, and a share of its module: while this value lives, the module stays
+/// loaded and `function` valid, even if clear() retires the handle meanwhile.
 struct LoadedKernel {
   void* function = nullptr;  ///< the CUfunction
   std::string_view module;   ///< valid as long as the table
   std::string_view entry;    ///< valid as long as the table
+  std::shared_ptr<const driver::LoadedModule> owner;
 };
 
 /// Every member is safe to call from many threads.
@@ -35,10 +37,14 @@ class HandleTable {
   /// `device` and `target_name` only word the errors.
   HandleTable(int device, std::string target_name);
 
-  /// One handle per function of `module`, for the entries of the same index.
-  std::vector<KernelHandle> add(const driver::LoadedModule& module, const std::vector<std::string>& entries);
+  /// One handle per function of `module`, for the entries of the same index. The table shares
+  /// ownership of `module` until the handles are retired.
+  std::vector<KernelHandle> add(const std::shared_ptr<const driver::LoadedModule>& module,
+                                const std::vector<std::string>& entries);
 
-  /// `handles` go stale: resolve refuses them from now on.
+  /// `handles` (all of one module, as add returned them) go stale: resolve refuses them from now
+  /// on, and the table lets go of their module
+  /// (which unloads once no LoadedKernel of it is left).
   void retire(const std::vector<KernelHandle>& handles) noexcept;
 
   /// The kernel behind `handle`. Throws kiln::Error (call "launch") for 0, for a handle this table
@@ -50,6 +56,7 @@ class HandleTable {
     std::string module;
     std::string entry;
     void* function = nullptr;  ///< null once retired
+    std::shared_ptr<const driver::LoadedModule> owner;  ///< null once retired
   };
 
   std::uint64_t index_of(KernelHandle handle) const noexcept;

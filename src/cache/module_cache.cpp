@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@ class ModuleCache::Impl {
   LoadedKernel resolve(KernelHandle handle) const { return handles_.resolve(handle); }
   void clear() noexcept;
   ModuleCacheCounters counters() const noexcept;
+  std::uint64_t generation() const noexcept { return generation_.load(std::memory_order_acquire); }
 
   const Target& target() const noexcept { return loader_.target(); }
   int device() const noexcept { return loader_.device(); }
@@ -39,8 +41,7 @@ class ModuleCache::Impl {
     const KernelSource& source;
     const bool carried;  ///< the target carries the module's family
     State state = State::pending;
-    std::shared_ptr<const driver::LoadedModule> module;
-    std::vector<KernelHandle> handles;  ///< one per entry of `source`, in order
+    std::vector<KernelHandle> handles;  ///< one per entry of `source`, in order; they own the module
   };
 
   static KernelHandle handle_of(const Slot& slot, std::string_view entry) noexcept {
@@ -69,8 +70,10 @@ class ModuleCache::Impl {
   // string_view. Why shared_ptr: a thread waiting on a slot keeps it alive if clear() drops it
   // between the load landing and the waiter waking.
   std::vector<std::shared_ptr<Slot>> slots_;
+  std::set<std::string> retrying_;  ///< modules whose transient failure was warned about, until they load
 
   std::atomic<std::uint64_t> memory_hits_{0}, lock_waits_{0}, failures_{0};
+  std::atomic<std::uint64_t> generation_{0};
 };
 
 KernelHandle ModuleCache::Impl::kernel(std::string_view module, std::string_view entry, FamilyRule rule) noexcept {
@@ -132,9 +135,9 @@ KernelHandle ModuleCache::Impl::load_and_publish(const KernelSource& source, std
 void ModuleCache::Impl::publish(Slot& slot, driver::LoadResult&& outcome) {
   if (outcome.module != nullptr) {
     try {
-      slot.handles = handles_.add(*outcome.module, slot.source.entries);
-      slot.module = std::move(outcome.module);
+      slot.handles = handles_.add(outcome.module, slot.source.entries);
       slot.state = State::loaded;
+      retrying_.erase(slot.source.module);
       logger().debug("device {}: loaded '{}' for {}", device(), slot.source.module, target().name());
       return;
     } catch (const std::exception& error) {
@@ -145,8 +148,20 @@ void ModuleCache::Impl::publish(Slot& slot, driver::LoadResult&& outcome) {
   }
   slot.state = State::failed;
   failures_.fetch_add(1, std::memory_order_relaxed);
-  logger().warn("device {}: module '{}' is unavailable for {}: {}", device(), slot.source.module, target().name(),
-                outcome.reason);
+  if (outcome.permanent) {
+    logger().warn("device {}: module '{}' is unavailable for {}: {}", device(), slot.source.module, target().name(),
+                  outcome.reason);
+    return;
+  }
+  // Why forget it: out of memory or a driver hiccup now says nothing about the next request, so the
+  // callers waiting on this load get 0 and the next request loads afresh.
+  slots_.erase(std::find_if(slots_.begin(), slots_.end(), [&](const auto& held) { return held.get() == &slot; }));
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  // Why once per module until it loads: a device that is gone fails every retry the same way.
+  const bool first = retrying_.insert(slot.source.module).second;
+  logger().log(first ? spdlog::level::warn : spdlog::level::debug,
+               "device {}: module '{}' failed to load for {} (the next request tries again): {}", device(),
+               slot.source.module, target().name(), outcome.reason);
 }
 
 void ModuleCache::Impl::clear() noexcept {
@@ -157,6 +172,7 @@ void ModuleCache::Impl::clear() noexcept {
     slot.reset();
   }
   slots_.erase(std::remove(slots_.begin(), slots_.end(), nullptr), slots_.end());
+  generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 ModuleCacheCounters ModuleCache::Impl::counters() const noexcept {
@@ -181,5 +197,6 @@ KernelHandle ModuleCache::kernel(std::string_view module, std::string_view entry
 LoadedKernel ModuleCache::resolve(KernelHandle handle) const { return impl_->resolve(handle); }
 void ModuleCache::clear() noexcept { impl_->clear(); }
 ModuleCacheCounters ModuleCache::counters() const noexcept { return impl_->counters(); }
+std::uint64_t ModuleCache::generation() const noexcept { return impl_->generation(); }
 
 }  // namespace kiln

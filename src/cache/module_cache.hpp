@@ -56,24 +56,34 @@ class ModuleCache {
   /// the provider and loads the binary; callers asking for the same module meanwhile wait for that
   /// result; other modules proceed in parallel. 0, without compiling anything, when `sources` does
   /// not know `module`, when `entry` is not one of its entries, and when `rule` excludes it. 0 when
-  /// the module failed: a failure is logged once at warn and remembered until clear(). A binary
-  /// the driver refuses is evicted (`provider.evict`); if it came from disk it is compiled again
-  /// once. A module already in memory costs a shared lock, a scan of the loaded modules and no
+  /// the module failed. A permanent failure (a compile error, an image the driver refuses or that
+  /// lacks an entry) is logged once at warn and remembered until clear(); a transient one (out of
+  /// memory, a driver or disk error) is logged, answered with 0, and the next request tries again.
+  /// A binary the driver refuses is evicted (`provider.evict`); if it came from disk it is compiled
+  /// again once. A module already in memory costs a shared lock, a scan of the loaded modules and no
   /// allocation. Never throws.
   KernelHandle kernel(std::string_view module, std::string_view entry, FamilyRule rule = FamilyRule::any) noexcept;
 
-  /// The kernel behind `handle`. Throws kiln::Error (call "launch") for 0, for a handle this cache
-  /// did not return ("handle was not returned by this backend (device N)"), and for a handle whose
-  /// module clear() unloaded.
+  /// The kernel behind `handle`, with a share of its module that keeps it loaded while the
+  /// result lives (a launch holds it across cuLaunchKernel, so a clear() meanwhile cannot unload the
+  /// function under it). Throws kiln::Error (call "launch") for 0, for a handle this cache did not
+  /// return ("handle was not returned by this backend (device N)"), and for a handle whose module
+  /// clear() retired.
   LoadedKernel resolve(KernelHandle handle) const;
 
-  /// Unloads every loaded module (their handles go stale: resolve refuses them) and forgets
-  /// failures, so the next `kernel` call tries again. A load in flight is not cancelled; its module
-  /// stays. Each unloaded kernel leaves a small record behind (its names), so that a stale handle
-  /// is told apart from a foreign one; records go with the cache.
+  /// Retires every loaded module's handles (resolve refuses them from now on) and unloads the
+  /// module once no LoadedKernel of it is left; forgets failures, so the next `kernel` call tries
+  /// again. A load in flight is not cancelled; its module stays. Each retired kernel leaves a small
+  /// record behind (its names), so that a stale handle is told apart from a foreign one; records go
+  /// with the cache.
   void clear() noexcept;
 
   ModuleCacheCounters counters() const noexcept;
+
+  /// Changes whenever a handle this cache returned may have gone stale or a lookup that returned 0
+  /// may now succeed: on clear() and on a transient failure. A caller that keeps handles (Service's
+  /// quantizer) re-resolves when it changes.
+  std::uint64_t generation() const noexcept;
 
  private:
   class Impl;

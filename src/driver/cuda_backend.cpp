@@ -133,6 +133,7 @@ void CudaBackend::launch(KernelHandle kernel, Dim3 grid, Dim3 block, std::uint32
   if (!modules_)
     throw_error("cannot launch on device " + std::to_string(device_.ordinal) + ": " + unavailable_reason_,
                 ErrorContext{"launch", {}, {}, {}, {}});
+  // Why held until the launch returns: `loaded` keeps the module loaded against a clear() meanwhile.
   const LoadedKernel loaded = modules_->resolve(kernel);
   driver::ScopedCurrent current(*context_);
   const CUresult result = api_.cuLaunchKernel(static_cast<CUfunction>(loaded.function), grid.x, grid.y, grid.z,
@@ -150,5 +151,7 @@ ModuleCacheCounters CudaBackend::counters() const noexcept {
 void CudaBackend::clear() noexcept {
   if (modules_) modules_->clear();
 }
+
+std::uint64_t CudaBackend::generation() const noexcept { return modules_ ? modules_->generation() : 0; }
 
 }  // namespace kiln

@@ -94,8 +94,10 @@ class CudaBackend final : public GpuBackend {
 
   /// This device's memory-cache counters; all zero when unavailable.
   ModuleCacheCounters counters() const noexcept;
-  /// ModuleCache::clear: unload every module, forget failures.
+  /// ModuleCache::clear: retire every handle, unload every module no launch holds, forget failures.
   void clear() noexcept;
+  /// ModuleCache::generation; 0 when unavailable.
+  std::uint64_t generation() const noexcept;
 
  private:
   const driver::DriverApi& api_;

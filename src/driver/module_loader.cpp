@@ -26,6 +26,14 @@ bool is_bad_image(CUresult result) {
   }
 }
 
+// Why these: NVRTC gives the same errors for the same source, and an image without an entry stays
+// so; anything else (memory, I/O, a device that comes back) may pass next time.
+bool is_permanent(const std::exception& error) {
+  const auto* kiln_error = dynamic_cast<const Error*>(&error);
+  return kiln_error != nullptr &&
+         (kiln_error->context().call == "nvrtcCompileProgram" || kiln_error->context().call == "cuModuleGetFunction");
+}
+
 std::string describe(const std::exception& error) {
   std::string text = error.what();
   if (const auto* kiln_error = dynamic_cast<const Error*>(&error); kiln_error && !kiln_error->context().log.empty())
@@ -64,9 +72,12 @@ LoadResult ModuleLoader::load(const KernelSource& source) noexcept {
         compile_us_.fetch_add(static_cast<std::uint64_t>(std::max(0.0, provided.module.compile_ms) * 1000),
                               std::memory_order_relaxed);
       }
-      if (!(provided.module.target == target_) || provided.module.module != source.module)
-        throw_error("the module provider returned '" + provided.module.module + "' for " + provided.module.target.name() +
-                    ", expected '" + source.module + "' for " + target_name_);
+      if (!(provided.module.target == target_) || provided.module.module != source.module) {
+        outcome.reason = "the module provider returned '" + provided.module.module + "' for " +
+                         provided.module.target.name() + ", expected '" + source.module + "' for " + target_name_;
+        outcome.permanent = true;
+        return outcome;
+      }
 
       CUresult result = CUDA_SUCCESS;
       std::string jit_log;
@@ -79,12 +90,14 @@ LoadResult ModuleLoader::load(const KernelSource& source) noexcept {
       load_refused_.fetch_add(1, std::memory_order_relaxed);
       if (provider_.evict) provider_.evict(source, provided.module);
       // Why: only a binary from disk is worth compiling again; a fresh compile would come out the same.
-      if (attempt > 0 || !provided.from_disk) return outcome;
+      outcome.permanent = attempt > 0 || !provided.from_disk;
+      if (outcome.permanent) return outcome;
       logger().info("device {}: the driver refused the cached binary of '{}' ({}); evicted, compiling again",
                     device(), source.module, outcome.reason);
     }
   } catch (const std::exception& error) {
     outcome.reason = describe(error);
+    outcome.permanent = is_permanent(error);
   } catch (...) {
     outcome.reason = "the module provider threw an exception that is not a std::exception";
   }

@@ -43,6 +43,10 @@ class LoadedModule {
 struct LoadResult {
   std::shared_ptr<const LoadedModule> module;  ///< null: failed
   std::string reason;
+  /// The failure will recur on every try: a compile error, an image the driver refused twice or
+  /// that lacks an entry, a wrong binary. Otherwise (out of memory, a driver or disk error) the
+  /// next request may succeed.
+  bool permanent = false;
 };
 
 /// Loads modules of one target into one context, from one provider. Safe to call from many

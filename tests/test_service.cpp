@@ -1,0 +1,102 @@
+// Service over a fake driver: the quantizer it hands out follows the device's modules: resolved
+// again after clear() and after a transient load failure, never again after a compile error.
+#include <catch2/catch.hpp>
+
+#include "cache/disk/disk_cache.hpp"
+#include "cache_test_support.hpp"
+#include "driver/cuda_backend.hpp"
+#include "fake_driver.hpp"
+#include "hostile_support.hpp"
+#include "kiln/ops/fp8_act_quant.hpp"
+#include "kiln/service.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+const std::string SHARED_MODULE(ops::FP8_QUANT_MODULE);
+
+struct Fixture {
+  FakeDriver& fake = FakeDriver::instance();
+  FakeProvider files;
+  driver::DriverApi api;
+  std::unique_ptr<Service> service;
+
+  Fixture() {
+    fake.reset();
+    api = fake.api();
+    service = std::make_unique<Service>(std::make_unique<CudaBackend>(api, 0, files.provider(), always(sm90a())),
+                                        std::make_shared<DiskCache>(DiskCacheConfig{}));
+  }
+
+  // One launch of whichever kernel the pick chooses for a small shape.
+  void launch(const ops::Fp8ActQuant& quant) {
+    alignas(16) static unsigned char buffer[4096];
+    quant.launch(service->gpu(), buffer, buffer, reinterpret_cast<float*>(buffer), 1, 128, nullptr);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("after clear() the service's quantizer is resolved again and launches") {
+  Fixture f;
+  const ops::Fp8ActQuant before = f.service->fp8_act_quant();
+  REQUIRE(before.shared().loaded());
+  REQUIRE(before.twin_present());
+  f.service->backend().clear();
+  // The handles resolved before are stale now; the service must not hand them out again.
+  CHECK_THROWS_AS(f.launch(before), Error);
+  const ops::Fp8ActQuant after = f.service->fp8_act_quant();
+  CHECK(after.shared().loaded());
+  CHECK(after.shared() != before.shared());
+  CHECK_NOTHROW(f.launch(after));
+  CHECK(f.fake.launches().size() == 1);
+  // Without another clear the resolved quantizer is kept: no lookup, same handles.
+  const auto hits = f.service->counters().memory.memory_hits;
+  CHECK(f.service->fp8_act_quant().shared() == after.shared());
+  CHECK(f.service->counters().memory.memory_hits == hits);
+}
+
+TEST_CASE("a transient load failure is retried on the next call, not remembered") {
+  Fixture f;
+  f.fake.fail_next("cuModuleLoadDataEx", CUDA_ERROR_OUT_OF_MEMORY, 2);
+  const ops::Fp8ActQuant first = f.service->fp8_act_quant();
+  CHECK_FALSE(first.available());
+  CHECK(f.service->counters().memory.failures == 2);
+  const ops::Fp8ActQuant second = f.service->fp8_act_quant();
+  CHECK(second.shared().loaded());
+  CHECK(second.twin_present());
+  CHECK_NOTHROW(f.launch(second));
+}
+
+TEST_CASE("a compile error is remembered: the module is not compiled again on every call") {
+  Fixture f;
+  f.files.fail(SHARED_MODULE);
+  for (int call = 0; call < 3; ++call) {
+    const ops::Fp8ActQuant quant = f.service->fp8_act_quant();
+    CHECK_FALSE(quant.shared().loaded());
+    CHECK(quant.twin_present());
+  }
+  CHECK(f.files.provided(SHARED_MODULE) == 1);
+  CHECK(f.service->counters().memory.failures == 1);
+}
+
+TEST_CASE("a clear() while a launch is between resolve and cuLaunchKernel does not unload its module") {
+  Fixture f;
+  const ops::Fp8ActQuant quant = f.service->fp8_act_quant();
+  // The hook runs inside the launch, after kiln resolved the handle and before the driver uses it.
+  int clears = 0;
+  f.fake.on_launch([&] {
+    if (clears++ == 0) f.service->backend().clear();
+  });
+  CHECK_NOTHROW(f.launch(quant));
+  f.fake.on_launch(nullptr);
+  CHECK(clears == 1);
+  CHECK(f.fake.uses_after_unload() == 0);
+  CHECK(f.fake.launches().size() == 1);
+  // The module the launch held is unloaded once the launch let go of it.
+  CHECK(f.fake.live_modules() == 0);
+  CHECK_THROWS_AS(f.launch(quant), Error);  // retired: refused, never handed to the driver
+  CHECK(f.fake.uses_after_unload() == 0);
+}
