@@ -1,9 +1,13 @@
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <functional>
 #include <set>
 
 #include "cache/cache_key.hpp"
+#include "cache/module_provider.hpp"
+#include "jit/nvrtc.hpp"
+#include "jit/registry.hpp"
 
 using namespace kiln;
 
@@ -11,8 +15,9 @@ namespace {
 
 CacheKeyInputs fixed_inputs() {
   CacheKeyInputs in;
-  in.format_version = 1;
+  in.format_version = 2;
   in.nvrtc = {13, 0};
+  in.nvrtc_build = "13.0 build-id 65be0db342ad51a06876e71e210bccc5aa8322cf";
   in.target = "sm_90a";
   in.kind = OutputKind::cubin;
   in.options = {"--std=c++17", "-arch=sm_90a", "-default-device"};
@@ -25,8 +30,9 @@ CacheKeyInputs fixed_inputs() {
 }  // namespace
 
 TEST_CASE("cache key of fixed inputs is pinned (an encoding change must bump cache_format_version)") {
-  CHECK(cache_format_version == 1);
-  CHECK(make_cache_key(fixed_inputs()).hex() == "47bdc5020a18887c777464239b6492c7");
+  // Version 1 keyed NVRTC by major.minor only; 2 adds its exact build (CacheKeyInputs::nvrtc_build).
+  CHECK(cache_format_version == 2);
+  CHECK(make_cache_key(fixed_inputs()).hex() == "15e2b55d3dbb67ca0b7c2f1fb03d484a");
 }
 
 TEST_CASE("cache key is the same for the same inputs and differs when any input changes") {
@@ -34,9 +40,11 @@ TEST_CASE("cache key is the same for the same inputs and differs when any input 
   CHECK(make_cache_key(fixed_inputs()) == base);
 
   const std::vector<std::pair<const char*, std::function<void(CacheKeyInputs&)>>> changes = {
-      {"format version", [](CacheKeyInputs& in) { in.format_version = 2; }},
+      {"format version", [](CacheKeyInputs& in) { in.format_version = 1; }},
       {"nvrtc major", [](CacheKeyInputs& in) { in.nvrtc.major = 12; }},
       {"nvrtc minor", [](CacheKeyInputs& in) { in.nvrtc.minor = 1; }},
+      {"nvrtc build", [](CacheKeyInputs& in) { in.nvrtc_build = "13.0 build-id 65be0db342ad51a06876e71e210bccc5aa8322d0"; }},
+      {"nvrtc build unknown", [](CacheKeyInputs& in) { in.nvrtc_build = ""; }},
       {"target", [](CacheKeyInputs& in) { in.target = "sm_90"; }},
       {"output kind", [](CacheKeyInputs& in) { in.kind = OutputKind::ptx; }},
       {"option removed", [](CacheKeyInputs& in) { in.options.pop_back(); }},
@@ -104,4 +112,69 @@ TEST_CASE("cache key hex is 32 lowercase digits and parses back; anything else d
     CAPTURE(bad);
     CHECK_FALSE(parse_cache_key(bad).has_value());
   }
+}
+
+TEST_CASE("cache key: two NVRTC builds of one major.minor give different keys") {
+  // Why: nvrtcVersion says 13.0 for every 13.0.x patch release, whose code generation may differ.
+  auto patch_88 = fixed_inputs();
+  auto patch_90 = fixed_inputs();
+  patch_88.nvrtc_build = "13.0 Compiler Build ID: CL-36424714; Cuda compilation tools, release 13.0, V13.0.88";
+  patch_90.nvrtc_build = "13.0 Compiler Build ID: CL-36836380; Cuda compilation tools, release 13.0, V13.0.90";
+  CHECK(patch_88.nvrtc == patch_90.nvrtc);
+  CHECK(make_cache_key(patch_88) != make_cache_key(patch_90));
+}
+
+TEST_CASE("cache key: the linked NVRTC's build is exact, contains its version, and is read once") {
+  const auto version = nvrtc_version();
+  REQUIRE(version.has_value());
+  const std::string& build = nvrtc_build();
+  CAPTURE(build);
+  CHECK_FALSE(build.empty());
+  CHECK(build.rfind(version->str() + " ", 0) == 0);   // "13.0 ..." and more than major.minor
+  CHECK(build.size() > version->str().size() + 1);
+  CHECK(&nvrtc_build() == &build);                     // one string per process
+
+  // Both sources of the build, straight from NVRTC: its library's build ID and its PTX header.
+  const auto id = nvrtc_library_build_id();
+  REQUIRE(id.has_value());  // libkiln links libnvrtc.so: a shared library with a GNU build ID
+  CHECK(id->size() >= 16);
+  CHECK(id->find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(build == version->str() + " build-id " + *id);
+  const auto lines = nvrtc_ptx_build_lines();
+  REQUIRE(lines.has_value());
+  CAPTURE(*lines);
+  CHECK_THAT(*lines, Catch::Contains("release " + version->str() + ", V" + version->str() + "."));
+  CHECK_THAT(*lines, Catch::Contains("Build ID"));
+}
+
+TEST_CASE("cache key: module_cache_key covers the NVRTC build and stays cheap after the first call") {
+  const KernelSource* source = find_module("per_token_group_quant_fp8");
+  REQUIRE(source != nullptr);
+  const Target target{{9, 0}, true, OutputKind::cubin};
+  const std::vector<std::string> options = {"-arch=sm_90a", "-std=c++17", "-default-device"};
+  const CacheKey first = module_cache_key(*source, target, options);
+
+  CacheKeyInputs inputs;
+  inputs.nvrtc = nvrtc_version().value_or(Version{});
+  inputs.nvrtc_build = nvrtc_build();
+  const std::string name = target.name();
+  inputs.target = name;
+  inputs.kind = target.kind;
+  inputs.options = options;
+  inputs.module = source->module;
+  inputs.source = source->text;
+  inputs.headers = embedded_headers();
+  CHECK(make_cache_key(inputs) == first);
+  const std::string major_minor = inputs.nvrtc.str();
+  inputs.nvrtc_build = major_minor;  // what version 1 keyed on
+
+  CHECK(make_cache_key(inputs) != first);
+
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100; ++i) CHECK(module_cache_key(*source, target, options) == first);
+  const double ms_each =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / 100;
+  // Why 5 ms: hashing the source and headers takes microseconds; NVRTC's start-up, if the build
+  // were worked out again per call, takes tens of milliseconds.
+  CHECK(ms_each < 5);
 }

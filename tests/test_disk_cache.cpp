@@ -1,11 +1,15 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <thread>
 
 #include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -662,4 +666,141 @@ TEST_CASE("disk cache timings: hit of a 100 KB entry with 10 and 10,000 entries,
   };
   pass(total, "under the bound");
   pass(total - 500 * 1024, "evicting ~500 KB");
+}
+
+TEST_CASE("disk cache: /proc and /sys are never read-write, even for root, whose mode bits all pass") {
+  // Why: as root every permission check passes, so /proc (owned by root, mode 0555) looked usable
+  // and `kiln warm` "compiled into" it while every store failed. Only creating a file tells.
+  for (const std::string dir : {"/proc", "/sys"}) {
+    CAPTURE(dir);
+    if (!std::filesystem::is_directory(dir)) continue;  // Why: a container without /sys
+    WarningCounter warnings;
+    DiskCache cache(config_for(dir));
+    CHECK(cache.status().mode == DiskCacheMode::memory_only);
+    CHECK_THAT(cache.status().reason, Catch::Contains("'" + dir + "'"));
+    if (::geteuid() == 0)  // the owner and mode checks pass for root; the probe must refuse it
+      CHECK_THAT(cache.status().reason, Catch::Contains("is not writable: cannot create a file in it: "));
+    else
+      CHECK_THAT(cache.status().reason, Catch::Contains("owned by uid 0"));
+    REQUIRE(warnings.count() == 1);
+    CHECK_THAT(warnings.all(), Catch::Contains(dir) && Catch::Contains("memory only"));
+    FakeCompiler compiler;
+    const auto key = key_for(quant, sm90a());
+    CHECK(cache.load_or_compile(key, quant, sm90a(), compiler.make(quant, sm90a())).outcome == CacheOutcome::compiled);
+    CHECK(cache.counters().store_failures == 0);  // nothing was attempted, so nothing failed
+    CHECK(warnings.count() == 1);
+  }
+}
+
+TEST_CASE("disk cache: the writability probe names the errno and leaves no file behind") {
+  TempDir tmp;
+  const std::string dir = tmp / "cache";
+  REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+  {
+    DiskCache cache(config_for(dir));
+    REQUIRE(cache.status().mode == DiskCacheMode::read_write);
+  }
+  CHECK(files_in(dir) == 0);
+
+  // A read-only bind mount of the folder, in a child with its own mount namespace (as root, or in
+  // a user namespace where the kernel allows one): EROFS whatever the mode bits say.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    bool in_namespace = ::unshare(CLONE_NEWNS) == 0;
+    if (!in_namespace) {
+      const uid_t uid = ::geteuid();
+      const gid_t gid = ::getegid();
+      const auto write_file = [](const char* path, const std::string& text) {
+        const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0) return false;
+        const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+        ::close(fd);
+        return ok;
+      };
+      in_namespace = ::unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0 && write_file("/proc/self/setgroups", "deny") &&
+                     write_file("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1") &&
+                     write_file("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1");
+    }
+    if (!in_namespace || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(77);
+    if (::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+        ::mount(nullptr, dir.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0)
+      ::_exit(77);
+    int failures = 0;
+    {
+      WarningCounter warnings;
+      DiskCache cache(config_for(dir));
+      if (cache.status().mode != DiskCacheMode::memory_only) failures |= 1;
+      if (cache.status().reason.find("'" + dir + "' is not writable") == std::string::npos) failures |= 2;
+      if (cache.status().reason.find(std::strerror(EROFS)) == std::string::npos) failures |= 4;
+      if (warnings.count() != 1) failures |= 8;
+    }
+    ::_exit(failures);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) {
+    WARN("no mount namespace here: the read-only bind mount case is not tested");
+    return;
+  }
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(files_in(dir) == 0);
+}
+
+TEST_CASE("disk cache: an entry above this process's bound is a miss, never deleted; a larger bound still hits") {
+  // Why: processes may run with different KILN_CACHE_MAX_BYTES on one folder; a small-bound process
+  // must not delete, as "bad", valid work of a large-bound one.
+  TempDir tmp;
+  const auto key = key_for(quant, sm90a());
+  const auto module = module_for(quant, sm90a(), 64 * 1024);
+  const std::string entry = tmp / DiskCache::entry_name(key, quant, sm90a());
+  {
+    DiskCache large(config_for(tmp.path()));
+    large.store(key, module);
+    REQUIRE(large.counters().store_failures == 0);
+  }
+  REQUIRE(exists(entry));
+  const auto bytes = read_bytes(entry);
+
+  WarningCounter warnings;
+  DiskCache small(config_for(tmp.path(), 16 * 1024));
+  CHECK_FALSE(small.load(key, quant, sm90a()).has_value());
+  CHECK(small.counters().disk_misses == 1);
+  CHECK(small.counters().corrupt_healed == 0);
+  CHECK(exists(entry));
+  CHECK(read_bytes(entry) == bytes);
+  CHECK(warnings.count() == 0);
+
+  const auto report = small.verify();
+  CHECK(report.good == 0);
+  CHECK(report.bad.empty());
+  REQUIRE(report.skipped.size() == 1);
+  CHECK(report.skipped[0].file == DiskCache::entry_name(key, quant, sm90a()));
+  CHECK_THAT(report.skipped[0].reason, Catch::Contains("more than this process's cache bound"));
+
+  // load_or_compile: a miss, a compile, a store refused for size; the large entry stays.
+  FakeCompiler compiler;
+  const std::function<CompiledModule()> compile_large = [&compiler, &module] {
+    ++compiler.calls;
+    return module;
+  };
+  CHECK(small.load_or_compile(key, quant, sm90a(), compile_large).outcome == CacheOutcome::compiled);
+  CHECK(compiler.calls == 1);
+  CHECK(small.counters().corrupt_healed == 0);
+  CHECK(exists(entry));
+
+  DiskCache large_again(config_for(tmp.path()));
+  const auto found = large_again.load(key, quant, sm90a());
+  REQUIRE(found.has_value());
+  CHECK(same_module(*found, module));
+  CHECK(large_again.counters().disk_hits == 1);
+  CHECK(large_again.counters().corrupt_healed == 0);
+
+  // What may remove it in the small-bound process: the eviction pass, counted as an eviction.
+  set_age(entry, 3600);  // the least recently used, whatever the clock's granularity
+  small.store(key_for("other", sm90a()), module_for("other", sm90a(), 1000));
+  CHECK_FALSE(exists(entry));
+  CHECK(small.counters().evictions == 1);
+  CHECK(small.counters().corrupt_healed == 0);
 }

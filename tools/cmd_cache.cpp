@@ -77,14 +77,21 @@ void verify(bool json) {
   if (json) {
     auto bad = nlohmann::json::array();
     for (const auto& entry : report.bad) bad.push_back({{"file", entry.file}, {"reason", entry.reason}});
+    auto skipped = nlohmann::json::array();
+    for (const auto& entry : report.skipped) skipped.push_back({{"file", entry.file}, {"reason", entry.reason}});
     auto out = status_json(cache);
     out["good"] = report.good;
     out["bad"] = bad;
+    out["skipped"] = skipped;
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
   for (const auto& entry : report.bad) std::printf("bad: %s: %s\n", entry.file.c_str(), entry.reason.c_str());
-  std::printf("%llu good, %zu bad entries in %s\n", static_cast<unsigned long long>(report.good), report.bad.size(),
+  // Why not bad: another process may run with a larger KILN_CACHE_MAX_BYTES and use these.
+  for (const auto& entry : report.skipped)
+    std::printf("not checked: %s: %s\n", entry.file.c_str(), entry.reason.c_str());
+  std::printf("%llu good, %zu bad, %zu not checked (larger than this process's bound) entries in %s\n",
+              static_cast<unsigned long long>(report.good), report.bad.size(), report.skipped.size(),
               cache.status().dir.c_str());
 }
 

@@ -1,12 +1,14 @@
 // kiln selftest: on a GPU, quantize a random tensor with the picked kernel, check every byte and
-// scale against the CPU reference, and say which kernel ran and why. Without a GPU it says so and
-// succeeds (there is nothing to check).
+// scale against the CPU reference, and say which kernel ran and why. Without an NVIDIA driver it
+// says so and succeeds (there is nothing to check); a driver that is there but unusable fails it,
+// since on a GPU machine that is exactly what a selftest must catch.
 #include <cstdio>
 #include <random>
 #include <vector>
 
 #include "commands.hpp"
 #include "driver/cuda_backend.hpp"
+#include "driver/devices.hpp"
 #include "driver/driver_check.hpp"
 #include "driver/primary_context.hpp"
 #include "kiln/error.hpp"
@@ -41,11 +43,17 @@ class Allocation {
 void run(const SelftestArgs& args) {
   if (args.k % 128 != 0 || args.k == 0) throw_invalid_argument("--k", "a positive multiple of 128", std::to_string(args.k));
   if (args.m == 0) throw_invalid_argument("--m", "at least 1", "0");
-  const DriverStatus status = driver_status();
-  if (!status.available || status.devices.empty()) {
-    std::printf("selftest: no GPU (%s); nothing to quantize\n", status.available ? "no devices" : status.reason.c_str());
+  const auto& api = driver::driver_api();
+  const driver::GpuScan scan = driver::scan_gpus(api);
+  if (scan.state == driver::DriverState::no_driver) {
+    std::printf("selftest: no GPU (%s); nothing to quantize\n", scan.reason.c_str());
     return;
   }
+  if (scan.state != driver::DriverState::ok)
+    throw_error("selftest FAILED: the NVIDIA driver is there but unusable: " + scan.reason);
+  driver::require_entries(api, {"cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemsetD8_v2",
+                                "cuCtxSynchronize"},
+                          "kiln selftest");
   Service service(0);
   const auto& quant = service.fp8_act_quant();
   const auto& device = service.backend().device();
@@ -62,7 +70,6 @@ void run(const SelftestArgs& args) {
   std::vector<float> s(groups), s_ref(groups);
   ops::fp8_quantize_reference(x.data(), args.m, args.k, q_ref.data(), s_ref.data());
 
-  const auto& api = driver::driver_api();
   const driver::PrimaryContext context(api, 0);
   const driver::ScopedCurrent current(context);
   const Allocation dx(api, n * 2), dq(api, n), ds(api, groups * 4);

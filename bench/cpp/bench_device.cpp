@@ -38,6 +38,17 @@ const KernelSource* bench_or_embedded(std::string_view module) {
 
 GpuSession::GpuSession() : service_(0) {
   if (!backend().available()) throw_error("GPU 0 is unavailable: " + backend().unavailable_reason());
+  // Why here: these entries are optional in the driver table (an old driver lacks, e.g.,
+  // cuEventElapsedTime_v2, new in CUDA 12.8); the benchmark should stop with the missing names
+  // rather than call a null entry later. The list is what bench/cpp and its DeviceBuffers call.
+  driver::require_entries(driver::driver_api(),
+                          {"cuCtxSynchronize", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2",
+                           "cuMemcpyDtoDAsync_v2", "cuMemsetD8_v2", "cuStreamCreate", "cuStreamDestroy_v2",
+                           "cuStreamSynchronize", "cuStreamBeginCapture_v2", "cuStreamEndCapture",
+                           "cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
+                           "cuEventCreate", "cuEventDestroy_v2", "cuEventRecord",
+                           "cuEventElapsedTime_v2"},
+                          "kiln bench");
   quant_ = service_.fp8_act_quant();
   if (!quant_.shared().loaded())
     throw_error("the shared quantizer kernel did not load on " + backend().device().name + " (the log says why)");

@@ -18,12 +18,16 @@ namespace kiln {
 /// Version of the key encoding and of the entry file format. Bump it whenever either changes, so
 /// old entries stop matching instead of being misread (the golden-key test notices an encoding
 /// change that forgot to).
-inline constexpr std::uint32_t cache_format_version = 1;
+/// 2: the key names NVRTC's exact build (CacheKeyInputs::nvrtc_build), not only major.minor.
+inline constexpr std::uint32_t cache_format_version = 2;
 
 /// Everything a compile depends on. Views must stay valid for the duration of make_cache_key.
 struct CacheKeyInputs {
   std::uint32_t format_version = cache_format_version;
   Version nvrtc;                          ///< NVRTC that compiles, e.g. {13, 0}
+  /// Its exact build (nvrtc_build(), e.g. "13.0 build-id 65be0db3..."): two patch releases of
+  /// NVRTC 13.0 share `nvrtc` but may emit different code, so they must not share entries.
+  std::string_view nvrtc_build;
   std::string_view target;                ///< Target::name(), e.g. "sm_90a"
   OutputKind kind = OutputKind::cubin;    ///< CUBIN or PTX
   std::vector<std::string> options;       ///< the exact NVRTC option list; order matters

@@ -9,8 +9,11 @@ namespace kiln {
 
 CacheKey module_cache_key(const KernelSource& source, const Target& target, const std::vector<std::string>& options) {
   static const Version nvrtc = nvrtc_version().value_or(Version{});
+  // Why a reference to a static: nvrtc_build() works out the build once; every later key only hashes it.
+  static const std::string& build = nvrtc_build();
   CacheKeyInputs inputs;
   inputs.nvrtc = nvrtc;
+  inputs.nvrtc_build = build;
   const std::string target_name = target.name();
   inputs.target = target_name;
   inputs.kind = target.kind;

@@ -38,7 +38,7 @@ struct ModuleProvider {
 };
 
 /// The ModuleProvider kiln uses: `disk` (may be disabled) in front of `compiler`. Keys come from
-/// the linked NVRTC's version, the target, the compiler's options, the module and every embedded
+/// the linked NVRTC's version and exact build (nvrtc_build), the target, the compiler's options, the module and every embedded
 /// header. Modules read from disk are dumped too when `KILN_DUMP_DIR` is set.
 ModuleProvider make_module_provider(std::shared_ptr<DiskCache> disk, Compiler compiler);
 

@@ -47,3 +47,29 @@ std::vector<DeviceInfo> devices(const DriverApi& api) {
 }
 
 }  // namespace kiln::driver
+
+namespace kiln::driver {
+
+GpuScan scan_gpus(const DriverApi& api) {
+  GpuScan scan;
+  scan.state = api.state();
+  if (scan.state != DriverState::ok) {
+    scan.reason = api.load_error;
+    return scan;
+  }
+  try {
+    scan.devices = devices(api);
+  } catch (const std::exception& error) {
+    scan.state = DriverState::unusable;
+    scan.reason = error.what();
+    scan.devices.clear();
+    return scan;
+  }
+  if (scan.devices.empty()) {
+    scan.state = DriverState::unusable;
+    scan.reason = "the NVIDIA driver is loaded but reports no CUDA device";
+  }
+  return scan;
+}
+
+}  // namespace kiln::driver

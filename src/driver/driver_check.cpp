@@ -18,6 +18,16 @@ std::string driver_error_message(const DriverApi& api, CUresult result, const ch
   return std::string(call) + " failed: " + result_text(api, result);
 }
 
+void require_entries(const DriverApi& api, const std::vector<const char*>& symbols, const std::string& purpose) {
+  std::string missing;
+  for (const char* symbol : symbols)
+    if (!has_entry(api, symbol)) missing += (missing.empty() ? "" : ", ") + std::string(symbol);
+  if (missing.empty()) return;
+  const std::string version = api.version ? " (" + api.version->str() + ")" : "";
+  const std::string library = api.library_name.empty() ? "the driver table" : api.library_name;
+  throw_error("the NVIDIA driver" + version + " is too old for " + purpose + ": " + library + " lacks " + missing);
+}
+
 void throw_driver_error(const DriverApi& api, CUresult result, const char* call, ErrorContext context) {
   context.call = call;
   throw_error(driver_error_message(api, result, call), std::move(context));

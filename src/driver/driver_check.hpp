@@ -4,6 +4,7 @@
 /// `check` (or, where the caller must keep going, through `driver_error_message`).
 
 #include <string>
+#include <vector>
 
 #include "driver/driver_api.hpp"
 #include "kiln/error.hpp"
@@ -20,6 +21,11 @@ std::string driver_error_message(const DriverApi& api, CUresult result, const ch
 /// Throws kiln::Error with `driver_error_message` and `context.call = call`.
 [[noreturn]] void throw_driver_error(const DriverApi& api, CUresult result, const char* call,
                                      ErrorContext context = {});
+
+/// Throws kiln::Error unless `api` holds every entry in `symbols` (optional entries may be null):
+/// "the NVIDIA driver (12.4) is too old for <purpose>: libcuda.so.1 lacks cuEventElapsedTime_v2".
+/// Callers of optional entries call it before their first use.
+void require_entries(const DriverApi& api, const std::vector<const char*>& symbols, const std::string& purpose);
 
 /// Throws (as throw_driver_error) unless `result` is CUDA_SUCCESS.
 inline void check(const DriverApi& api, CUresult result, const char* call) {

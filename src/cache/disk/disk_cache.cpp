@@ -109,6 +109,11 @@ std::optional<CompiledModule> DiskCache::lookup(const CacheKey& key, const std::
     case EntryRead::Result::absent:
       if (!read.reason.empty()) logger().debug("disk cache: {}: {}", name, read.reason);
       return std::nullopt;
+    case EntryRead::Result::too_large:
+      // Why not deleted: another process with a larger KILN_CACHE_MAX_BYTES wrote it and uses it;
+      // if it does not fit this process's bound, the eviction pass removes it as an eviction.
+      logger().debug("disk cache: {} skipped: {}", name, read.reason);
+      return std::nullopt;
     case EntryRead::Result::bad:
       detail::remove_bad_entry(dir_fd_, name, read);
       counters_.corrupt_healed.fetch_add(1);
@@ -298,6 +303,8 @@ CacheVerifyReport DiskCache::verify() const {
     }
     if (read.result == EntryRead::Result::ok)
       ++report.good;
+    else if (read.result == EntryRead::Result::too_large)
+      report.skipped.push_back({file.name, read.reason});
     else
       report.bad.push_back({file.name, read.reason});
   }

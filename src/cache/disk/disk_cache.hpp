@@ -9,6 +9,9 @@
 /// - Nothing is loaded unverified: every read checks owner, file type, magic, version, key, sizes
 ///   and checksum. A bad entry (truncated, changed, wrong key, empty, garbage, a symlink, not a
 ///   regular file, another owner) is deleted, counted, warned about once, and reported as a miss.
+///   An entry larger than this process's `max_bytes` is not read and not judged: a miss, neither
+///   deleted nor counted as bad (processes may run with different bounds); the eviction pass may
+///   remove it as an eviction.
 /// - One compile per key across processes: load_or_compile holds a per-key lock file while it
 ///   compiles; waiters then read the winner's entry.
 /// - Failures never escape: a folder that is unsafe or read-only degrades to memory only with one
@@ -101,6 +104,9 @@ struct BadEntry {
 struct CacheVerifyReport {
   std::uint64_t good = 0;
   std::vector<BadEntry> bad;
+  /// Not read: larger than this process's `max_bytes`. Neither good nor bad: a process with a
+  /// larger bound may have written it.
+  std::vector<BadEntry> skipped;
 };
 
 /// The cache folder. Owns a descriptor of the folder, opened once: every file operation is
@@ -109,7 +115,9 @@ class DiskCache {
  public:
   /// Opens (creating with mode 0700 if missing) and checks `config.dir`: the folder (after
   /// following a symlink, if it is one) must be a directory owned by this effective user, not
-  /// writable by group or others, and writable by us. Otherwise memory_only, with one warning.
+  /// writable by group or others, and writable by us (proved by creating and removing a file in
+  /// it, not by mode bits, which root ignores). Otherwise memory_only, with one warning naming the
+  /// folder and the reason.
   explicit DiskCache(DiskCacheConfig config);
   /// DiskCache(DiskCacheConfig::from_env(nvrtc)).
   static DiskCache from_env(std::optional<Version> nvrtc = std::nullopt);
@@ -125,7 +133,8 @@ class DiskCache {
   /// outside [A-Za-z0-9_+-] in module or target become '_').
   static std::string entry_name(const CacheKey& key, const std::string& module, const Target& target);
 
-  /// The verified entry, or nothing (absent, bad, or not read_write). Counts one hit or miss.
+  /// The verified entry, or nothing (absent, bad, larger than `max_bytes`, or not read_write).
+  /// Counts one hit or miss.
   std::optional<CompiledModule> load(const CacheKey& key, const std::string& module, const Target& target);
 
   /// Publishes `module` under `key`, then runs an eviction pass. Never throws; a failure is
@@ -152,7 +161,7 @@ class DiskCache {
   /// Entries, bytes, per target. Empty unless read_write.
   CacheStats stats() const;
   /// Reads and verifies every entry against the key and names in its file name; reports, deletes
-  /// nothing.
+  /// nothing. Entries larger than `max_bytes` are reported as skipped, not read.
   CacheVerifyReport verify() const;
   /// Removes kiln's entries, temporary files and lock files (and nothing else in the folder).
   /// Returns the number of files removed. Safe while other processes run: a compile in flight may

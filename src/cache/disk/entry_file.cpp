@@ -45,7 +45,11 @@ EntryRead read_entry_file(int dir_fd, const std::string& name, const CacheKey& k
   if (info.st_uid != ::geteuid())
     return bad(std::move(read), "owned by uid " + std::to_string(info.st_uid) + ", not by this user");
   const auto size = static_cast<std::uint64_t>(info.st_size);
-  if (size > max_bytes) return bad(std::move(read), std::to_string(size) + " bytes, more than the cache bound");
+  if (size > max_bytes) {
+    read.result = EntryRead::Result::too_large;
+    read.reason = std::to_string(size) + " bytes, more than this process's cache bound of " + std::to_string(max_bytes);
+    return read;
+  }
   read.bytes.resize(static_cast<std::size_t>(size));
   if (const int err = read_exact(fd.get(), read.bytes.data(), read.bytes.size()); err != 0)
     return bad(std::move(read), err < 0 ? "shorter than its size" : "read failed: " + errno_text(err));

@@ -12,9 +12,11 @@
 namespace kiln::detail {
 
 struct EntryRead {
-  enum class Result { ok, absent, bad };
+  /// too_large: not read, because it is larger than this process's bound; says nothing about the
+  /// entry, which a process with a larger bound may have written and may use.
+  enum class Result { ok, absent, bad, too_large };
   Result result = Result::absent;
-  std::string reason;               ///< bad: what is wrong; absent: empty, or why it could not be opened
+  std::string reason;               ///< bad: what is wrong; too_large: the sizes; absent: empty, or why it could not be opened
   std::vector<std::uint8_t> bytes;  ///< the file; `view` points into it
   EntryView view;                   ///< valid when ok
   bool seen = false;                ///< a file was opened: `dev`/`ino` identify it
@@ -23,8 +25,9 @@ struct EntryRead {
 };
 
 /// Opens `name` without following a symlink and without blocking (a FIFO cannot hang us), accepts
-/// only a regular file owned by the effective user of at most `max_bytes`, reads it whole and
-/// decodes it against `key`. `touch_after_s` > 0: a good entry whose mtime is older than that
+/// only a regular file owned by the effective user, reads it whole and decodes it against `key`.
+/// A file larger than `max_bytes` is too_large, not read (and never bad: bounds differ between
+/// processes). `touch_after_s` > 0: a good entry whose mtime is older than that
 /// many seconds gets its mtime set to now (shared LRU recency).
 EntryRead read_entry_file(int dir_fd, const std::string& name, const CacheKey& key, std::uint64_t max_bytes,
                           int touch_after_s);
