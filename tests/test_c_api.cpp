@@ -11,6 +11,7 @@
 #include "cache/disk/disk_cache.hpp"
 #include "cache/module_provider.hpp"
 #include "driver/cuda_backend.hpp"
+#include "error_of.hpp"
 #include "kiln/kiln.h"
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "kiln/service.hpp"
@@ -18,6 +19,7 @@
 
 using namespace kiln;
 using namespace kiln::ops;
+using kiln::test::error_of;
 
 namespace {
 
@@ -68,6 +70,9 @@ std::int32_t expected_reject(const Fp8QuantPick& chosen) {
 
 // Everything but the handle, which only the service that made it knows.
 void check_same_pick(const kiln_fp8_pick& c, const Fp8QuantPick& cpp) {
+  REQUIRE_FALSE(cpp.refused());  // the C calls refuse with a status instead
+  CHECK(c.noop == (cpp.action == Fp8QuantAction::noop ? 1 : 0));
+  CHECK(c.reserved == 0);
   CHECK(c.twin == (cpp.twin ? 1 : 0));
   CHECK(c.grid[0] == cpp.grid[0]);
   CHECK(c.grid[1] == cpp.grid[1]);
@@ -77,7 +82,8 @@ void check_same_pick(const kiln_fp8_pick& c, const Fp8QuantPick& cpp) {
   CHECK(c.block[2] == 1);
   CHECK(c.reject == expected_reject(cpp));
   CHECK(c.requested == (cpp.requested ? 1 : 0));
-  CHECK(std::string(c.entry) == std::string(cpp.twin ? FP8_QUANT_HOPPER_ENTRY : FP8_QUANT_ENTRY));
+  CHECK(std::string(c.entry) == (!cpp.launches() ? std::string()
+                                 : std::string(cpp.twin ? FP8_QUANT_HOPPER_ENTRY : FP8_QUANT_ENTRY)));
   CHECK(std::string(c.reason) == (cpp.reject ? std::string(to_string(*cpp.reject)) : std::string()));
 }
 
@@ -108,7 +114,7 @@ TEST_CASE("C ABI: version, ABI version and status names") {
   CHECK(std::string(kiln_status_string(-1)) == "unknown status");
 }
 
-TEST_CASE("C ABI: struct layouts are the v1 layouts the Rust and Python examples mirror") {
+TEST_CASE("C ABI: struct layouts are the v1 layouts the Rust and Python examples mirror, grown only at the end") {
   CHECK(sizeof(kiln_device_info) == KILN_DEVICE_INFO_V1_SIZE);
   CHECK(KILN_DEVICE_INFO_V1_SIZE == 568);
   CHECK(offsetof(kiln_device_info, struct_size) == 0);
@@ -121,8 +127,12 @@ TEST_CASE("C ABI: struct layouts are the v1 layouts the Rust and Python examples
   CHECK(offsetof(kiln_device_info, target) == 280);
   CHECK(offsetof(kiln_device_info, reason) == 312);
 
-  CHECK(sizeof(kiln_fp8_pick) == KILN_FP8_PICK_V1_SIZE);
+  // v2 appends `noop` and `reserved`; a v1 caller (240 bytes) keeps every offset below.
+  CHECK(sizeof(kiln_fp8_pick) == KILN_FP8_PICK_V2_SIZE);
   CHECK(KILN_FP8_PICK_V1_SIZE == 240);
+  CHECK(KILN_FP8_PICK_V2_SIZE == 248);
+  CHECK(offsetof(kiln_fp8_pick, noop) == 240);
+  CHECK(offsetof(kiln_fp8_pick, reserved) == 244);
   CHECK(offsetof(kiln_fp8_pick, twin) == 4);
   CHECK(offsetof(kiln_fp8_pick, kernel) == 8);
   CHECK(offsetof(kiln_fp8_pick, grid) == 16);
@@ -239,17 +249,26 @@ TEST_CASE("C ABI: the service's pick is Fp8ActQuant::pick_with with the process 
   const ServicePtr service = make_service();
   Service cpp(0);
   const Fp8ActQuant& quant = cpp.fp8_act_quant();
-  for (std::uint32_t m : {0u, 1u, 16u, 52u, 53u, 4096u, 1u << 31})
-    for (std::uint32_t k : {0u, 128u, 5120u, 7168u, 18432u}) {
+  for (std::uint32_t m : {0u, 1u, 16u, 52u, 53u, 4096u, 0x7FFFFFFFu, 1u << 31})
+    for (std::uint32_t k : {0u, 128u, 5120u, 7168u, 18432u, 128u * 65535, 128u * 65536}) {
       CAPTURE(m, k);
       kiln_fp8_pick pick = sized<kiln_fp8_pick>();
-      REQUIRE(kiln_fp8_act_quant_pick(service.get(), m, k, &pick) == KILN_OK);
       const Fp8QuantPick expected = quant.pick_with(fp8_act_quant_hopper_enabled(), m, k, quant.sm_count());
+      if (expected.refused()) {
+        // Refused as the launch refuses it, and *out untouched.
+        pick.twin = 7;
+        CHECK_FAILS(kiln_fp8_act_quant_pick(service.get(), m, k, &pick), KILN_ERROR_INVALID_ARGUMENT,
+                    error_of([&] { fp8_quant_require_launchable(expected, m, k); }));
+        CHECK(pick.twin == 7);
+        continue;
+      }
+      REQUIRE(kiln_fp8_act_quant_pick(service.get(), m, k, &pick) == KILN_OK);
       check_same_pick(pick, expected);
       CHECK((pick.kernel != 0) == expected.kernel.loaded());
       if (!gpu_here()) {
         CHECK(pick.kernel == 0);
-        CHECK(pick.reject == KILN_FP8_REJECT_ABSENT);
+        // An empty shape has no verdict; any other has the missing twin's.
+        CHECK(pick.reject == (pick.noop ? KILN_FP8_REJECT_NONE : KILN_FP8_REJECT_ABSENT));
       }
     }
 
@@ -266,13 +285,19 @@ TEST_CASE("C ABI: the plan is Fp8ActQuant::pick_with for any device, lever and s
     for (std::int32_t lever : {KILN_FP8_LEVER_PROCESS, KILN_FP8_LEVER_OFF, KILN_FP8_LEVER_ON})
       for (std::uint32_t sm : {0u, 1u, 78u, 132u, 148u})
         for (std::uint32_t m : {0u, 1u, 15u, 16u, 43u, 44u, 52u, 53u, 4096u, 1u << 31})
-          for (std::uint32_t k : {0u, 128u, 1024u, 5120u, 6144u, 17408u, 128u * 65535}) {
+          for (std::uint32_t k : {0u, 128u, 1024u, 5120u, 6144u, 17408u, 128u * 65535, 128u * 65536}) {
             CAPTURE(twin_present, lever, sm, m, k);
             kiln_fp8_pick pick = sized<kiln_fp8_pick>();
-            REQUIRE(kiln_fp8_act_quant_plan(m, k, sm, twin_present, lever, &pick) == KILN_OK);
             const bool requested = lever == KILN_FP8_LEVER_PROCESS ? fp8_act_quant_hopper_enabled() : lever == 1;
             const Fp8ActQuant quant(KernelHandle{1}, twin_present ? KernelHandle{2} : KernelHandle{}, sm);
-            check_same_pick(pick, quant.pick_with(requested, m, k, sm));
+            const Fp8QuantPick expected = quant.pick_with(requested, m, k, sm);
+            if (expected.refused()) {
+              CHECK_FAILS(kiln_fp8_act_quant_plan(m, k, sm, twin_present, lever, &pick), KILN_ERROR_INVALID_ARGUMENT,
+                          error_of([&] { fp8_quant_require_launchable(expected, m, k); }));
+              continue;
+            }
+            REQUIRE(kiln_fp8_act_quant_plan(m, k, sm, twin_present, lever, &pick) == KILN_OK);
+            check_same_pick(pick, expected);
             CHECK(pick.kernel == 0);
           }
 }
@@ -291,7 +316,8 @@ TEST_CASE("C ABI: the plan's verdicts on an H200 and their texts") {
   CHECK(pick.twin == 0);
   CHECK(pick.reject == KILN_FP8_REJECT_TOO_FEW_CTAS);
   CHECK(std::string(pick.entry) == "per_token_group_quant_fp8");
-  CHECK(std::string(pick.reason) == "too few CTAs to fill the device at 16 K-groups per CTA");
+  // Not "at 16 K-groups per CTA": this grid's CTAs cover 14 (40 groups over Y = 3).
+  CHECK(std::string(pick.reason) == "too few CTAs to fill the device");
   CHECK(pick.grid[1] == 40);
 
   REQUIRE(kiln_fp8_act_quant_plan(4096, 5120, 132, 1, KILN_FP8_LEVER_OFF, &pick) == KILN_OK);
@@ -305,6 +331,37 @@ TEST_CASE("C ABI: the plan's verdicts on an H200 and their texts") {
   CHECK_FAILS(kiln_fp8_act_quant_plan(1, 128, 132, 1, 5, &pick), KILN_ERROR_INVALID_ARGUMENT, "'lever'");
   CHECK_FAILS(kiln_fp8_act_quant_plan(1, 129, 132, 1, 1, &pick), KILN_ERROR_INVALID_ARGUMENT, "'k'");
   CHECK_FAILS(kiln_fp8_act_quant_plan(1, 128, 132, 1, 1, nullptr), KILN_ERROR_INVALID_ARGUMENT, "'out'");
+
+  // The shapes of the review: no grid launch() would refuse, and no verdict for an empty shape.
+  CHECK_FAILS(kiln_fp8_act_quant_plan(4294967295u, 128, 132, 1, KILN_FP8_LEVER_ON, &pick), KILN_ERROR_INVALID_ARGUMENT,
+              "'m': expected at most 2^31-1 rows (grid X limit), got 4294967295");
+  CHECK_FAILS(kiln_fp8_act_quant_plan(1, 8388608, 132, 1, KILN_FP8_LEVER_OFF, &pick), KILN_ERROR_INVALID_ARGUMENT,
+              "'k': expected k/128 <= 65535 for the shared kernel (grid Y limit), got 8388608");
+  REQUIRE(kiln_fp8_act_quant_plan(1, 8388608, 132, 1, KILN_FP8_LEVER_ON, &pick) == KILN_OK);
+  CHECK(pick.twin == 1);
+  CHECK(pick.grid[1] == 3072);
+  for (const auto& [m, k] : {std::pair<std::uint32_t, std::uint32_t>{0, 7168}, {5, 0}}) {
+    CAPTURE(m, k);
+    pick = sized<kiln_fp8_pick>();
+    pick.twin = 7;
+    REQUIRE(kiln_fp8_act_quant_plan(m, k, 132, 1, KILN_FP8_LEVER_ON, &pick) == KILN_OK);
+    CHECK(pick.noop == 1);
+    CHECK(pick.twin == 0);
+    CHECK(pick.grid[0] == 0);
+    CHECK(pick.grid[1] == 0);
+    CHECK(pick.grid[2] == 0);
+    CHECK(pick.reject == KILN_FP8_REJECT_NONE);
+    CHECK(std::string(pick.entry).empty());
+    CHECK(std::string(pick.reason).empty());
+  }
+  // A version-1 caller gets the first 240 bytes and nothing past them.
+  unsigned char v1[KILN_FP8_PICK_V2_SIZE];
+  std::memset(v1, 0xAB, sizeof v1);
+  kiln_fp8_pick* as_v1 = reinterpret_cast<kiln_fp8_pick*>(v1);
+  as_v1->struct_size = KILN_FP8_PICK_V1_SIZE;
+  REQUIRE(kiln_fp8_act_quant_plan(0, 7168, 132, 1, KILN_FP8_LEVER_ON, as_v1) == KILN_OK);
+  CHECK(as_v1->grid[0] == 0);
+  for (std::size_t i = KILN_FP8_PICK_V1_SIZE; i < sizeof v1; ++i) CHECK(v1[i] == 0xAB);
 }
 
 TEST_CASE("C ABI: the quantize launch refuses bad arguments before anything runs") {
@@ -336,12 +393,14 @@ TEST_CASE("C ABI: the quantize launch refuses bad arguments before anything runs
               "struct_size");
   CHECK(pick.twin == 7);
 
-  // An empty shape launches nothing, and reports the pick it would have used.
+  // An empty shape launches nothing, and says so.
   pick = sized<kiln_fp8_pick>();
   pick.twin = 7;
   REQUIRE(kiln_fp8_act_quant(service.get(), nullptr, nullptr, nullptr, 0, 128, nullptr, &pick) == KILN_OK);
-  CHECK(pick.twin != 7);
+  CHECK(pick.twin == 0);
+  CHECK(pick.noop == 1);
   CHECK(pick.grid[0] == 0);
+  CHECK(pick.grid[1] == 0);
   REQUIRE(kiln_fp8_act_quant(service.get(), nullptr, nullptr, nullptr, 3, 0, nullptr, nullptr) == KILN_OK);
 
   if (!gpu_here()) {

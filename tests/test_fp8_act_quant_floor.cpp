@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cctype>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "kiln/ops/fp8_act_quant.hpp"
 
@@ -29,11 +32,13 @@ TEST_CASE("reject reasons in order of precedence") {
 TEST_CASE("without a shared kernel the twin runs at every M, whatever the lever") {
   const Fp8ActQuant twin_only(KernelHandle{}, KernelHandle{5}, 132);
   for (bool requested : {true, false})
-    for (std::uint32_t m : {0u, 1u, 2u, 16u, 21u, 22u, 100000u}) {
+    for (std::uint32_t m : {1u, 2u, 16u, 21u, 22u, 100000u}) {
       const auto chosen = twin_only.pick_with(requested, m, 5120, 132);
       CHECK(chosen.twin);
       CHECK(chosen.kernel == KernelHandle{5});
     }
+  // M = 0 runs nothing at all, not the twin: a no-op.
+  CHECK(twin_only.pick_with(true, 0, 5120, 132).action == Fp8QuantAction::noop);
 }
 
 TEST_CASE("floor thresholds on a 132-SM part, pinned") {
@@ -89,6 +94,107 @@ TEST_CASE("the floor follows sm_count; 0 counts as 1") {
   CHECK(fp8_quant_hopper_min_m(5120, 148) == 25);
 }
 
+namespace {
+
+// Every non-negative integer in `text`, in order.
+std::vector<std::uint64_t> numbers_in(const std::string& text) {
+  std::vector<std::uint64_t> out;
+  for (std::size_t i = 0; i < text.size();) {
+    if (!std::isdigit(static_cast<unsigned char>(text[i]))) {
+      ++i;
+      continue;
+    }
+    std::size_t end = i;
+    while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.')) ++end;
+    if (text.find('.', i) >= end) out.push_back(std::stoull(text.substr(i, end - i)));
+    i = end;
+  }
+  return out;
+}
+
+// The count before each occurrence of `unit` ("7 K-groups" -> 7).
+std::vector<std::uint64_t> counts_before(const std::string& text, const std::string& unit) {
+  std::vector<std::uint64_t> out;
+  for (auto at = text.find(unit); at != std::string::npos; at = text.find(unit, at + 1)) {
+    std::size_t start = at;
+    while (start > 0 && text[start - 1] == ' ') --start;
+    std::size_t digits = start;
+    while (digits > 0 && std::isdigit(static_cast<unsigned char>(text[digits - 1]))) --digits;
+    REQUIRE(digits < start);  // every mention of the unit carries its count
+    out.push_back(std::stoull(text.substr(digits, start - digits)));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("where the floor refuses the twin, the printed reason's numbers are the refused grid's") {
+  std::size_t refused = 0, not_16 = 0;
+  for (const std::uint32_t sm : {1u, 78u, 132u, 148u, 264u}) {
+    const std::uint64_t floor = fp8_quant_min_ctas(sm);
+    for (std::uint32_t groups = 1; groups <= 160; ++groups) {
+      const std::uint32_t k = groups * FP8_QUANT_GROUP;
+      for (std::uint32_t m = 1; m <= floor; ++m) {
+        if (fp8_act_quant_hopper_reject(true, true, true, m, k, sm) != Fp8HopperReject::too_few_ctas) continue;
+        ++refused;
+        const auto grid = fp8_quant_grid(true, m, k);
+        // The most groups any CTA of this grid covers, from the kernel's own span arithmetic.
+        std::uint32_t most = 0;
+        for (std::uint32_t block = 0; block < grid[1]; ++block) {
+          const auto [start, end] = fp8_quant_hopper_span(groups, grid[1], block);
+          most = std::max(most, end - start);
+        }
+        not_16 += most != 16;
+        const std::string text = fp8_quant_reject_text(Fp8HopperReject::too_few_ctas, m, k, sm);
+        CAPTURE(sm, m, k, text);
+        REQUIRE(text.rfind(std::string(to_string(Fp8HopperReject::too_few_ctas)), 0) == 0);
+        // Every K-group count printed is the grid's, and the grid, CTA count and floor are its own.
+        const auto group_counts = counts_before(text, "K-groups");
+        REQUIRE_FALSE(group_counts.empty());
+        for (const auto count : group_counts) CHECK(count == most);
+        const std::uint64_t ctas = std::uint64_t{grid[0]} * grid[1] * grid[2];
+        CHECK(ctas < floor);
+        // In order: the grid, its CTAs, groups per CTA, the floor and the SMs it comes from.
+        CHECK(numbers_in(text) == std::vector<std::uint64_t>{grid[0], grid[1], grid[2], ctas, most, floor, sm});
+      }
+    }
+  }
+  // The range holds the shapes that made the old "at 16 K-groups per CTA" false.
+  CHECK(refused > 1000);
+  CHECK(not_16 > refused / 4);
+}
+
+TEST_CASE("fp8_quant_hopper_min_m: every M from it on reaches the floor, the M before it does not") {
+  // Past 6144 SMs the floor passes the 3072-CTA target, where the count is not monotone in M.
+  std::vector<std::uint32_t> sms;
+  for (std::uint32_t sm = 1; sm <= 264; ++sm) sms.push_back(sm);
+  for (std::uint32_t sm : {6143u, 6144u, 6145u, 6146u, 6200u, 8000u, 8191u, 12288u, 65535u, 100000u}) sms.push_back(sm);
+  for (const std::uint32_t k : {128u, 1024u, 2048u, 2176u, 5120u, 6144u, 7168u, 17408u, 18432u, 128u * 65535}) {
+    for (const std::uint32_t sm : sms) {
+      const std::uint64_t floor = fp8_quant_min_ctas(sm);
+      const std::uint32_t min_m = fp8_quant_hopper_min_m(k, sm);
+      CAPTURE(k, sm, floor, min_m);
+      REQUIRE(min_m >= 1);
+      CHECK(fp8_quant_hopper_ctas(min_m - 1, k) < floor);
+      // Past max(target, floor) the grid is (M, 1, 1), so the count is M; 2x that covers the turn.
+      const std::uint64_t bound = 2 * std::max<std::uint64_t>(FP8_QUANT_HOPPER_TARGET_CTAS, floor) + 64;
+      std::uint64_t first_miss = 0;
+      for (std::uint64_t m = min_m; m <= bound && first_miss == 0; ++m)
+        if (fp8_quant_hopper_ctas(static_cast<std::uint32_t>(m), k) < floor) first_miss = m;
+      CHECK(first_miss == 0);
+      const Fp8ActQuant both(KernelHandle{1}, KernelHandle{2}, sm);
+      CHECK(both.pick_with(true, min_m, k, sm).twin);
+      CHECK_FALSE(both.pick_with(true, min_m - 1, k, sm).twin);
+    }
+  }
+  // The case that broke the first-M scan: at K=7168 on 6146 SMs (floor 3073), M = 3071 reaches the
+  // floor (Y = 2: 6142 CTAs) but M = 3072 does not (Y = 1: 3072), so the answer is the floor.
+  REQUIRE(fp8_quant_min_ctas(6146) == 3073);
+  CHECK(fp8_quant_hopper_ctas(3071, 7168) == 6142);
+  CHECK(fp8_quant_hopper_ctas(3072, 7168) == 3072);
+  CHECK(fp8_quant_hopper_min_m(7168, 6146) == 3073);
+}
+
 TEST_CASE("CTA counts never overflow at type limits") {
   CHECK(fp8_quant_hopper_ctas(0xFFFFFFFFu, 0xFFFFFF80u) == 0xFFFFFFFFull);  // many rows: Y = 1
   CHECK(fp8_quant_hopper_ctas(1, 0xFFFFFF80u) == FP8_QUANT_HOPPER_TARGET_CTAS);
@@ -100,7 +206,8 @@ TEST_CASE("CTA counts never overflow at type limits") {
 TEST_CASE("reasons have stable, distinct texts") {
   CHECK(to_string(Fp8HopperReject::absent) == "kernel absent from this image (hopper family only)");
   CHECK(to_string(Fp8HopperReject::not_requested) == "not requested");
-  CHECK(to_string(Fp8HopperReject::too_few_ctas) == "too few CTAs to fill the device at 16 K-groups per CTA");
+  // Not "at 16 K-groups per CTA": where the floor refuses, a CTA often covers fewer (14 at K=5120).
+  CHECK(to_string(Fp8HopperReject::too_few_ctas) == "too few CTAs to fill the device");
   std::set<std::string_view> texts;
   for (auto r : {Fp8HopperReject::absent, Fp8HopperReject::not_requested, Fp8HopperReject::too_few_ctas,
                  Fp8HopperReject::misaligned})

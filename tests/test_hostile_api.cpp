@@ -56,42 +56,86 @@ TEST_CASE("launch at the limits of m and k: errors name the argument, nothing la
   CHECK(gpu.launches.empty());
 }
 
-TEST_CASE("the largest valid shapes launch with grids inside the driver's limits") {
-  RecordingBackend gpu(132);
+TEST_CASE("the largest shapes: each arm's exact kernel and grid, or launch's refusal, never a grid past the limits") {
   const Fp8ActQuant quant(SHARED, HOPPER, 132);
-  for (const bool lever : {true, false}) {
-    CAPTURE(lever);
-    for (const std::uint32_t m : {1u, 0x7FFFFFFFu}) {
-      for (const std::uint32_t k : {128u, 128u * 65535, K_MAX}) {
-        CAPTURE(m, k);
-        const auto pick = quant.pick_with(lever, m, k, 132);
-        CHECK(pick.grid[0] == m);
-        CHECK(pick.grid[1] >= 1);
-        CHECK(pick.grid[2] == 1);
-        if (pick.twin) CHECK(pick.grid[1] <= FP8_QUANT_MAX_GRID_Y);
-        CHECK(fp8_quant_hopper_ctas(m, k) == std::uint64_t{m} * fp8_quant_grid(true, m, k)[1]);
-        CHECK(fp8_quant_hopper_min_m(k, U32_MAX) >= 1);  // saturates, never wraps to 0
-      }
+  constexpr std::uint32_t M_MAX = 0x7FFFFFFF;
+  constexpr std::uint32_t L_MAX = K_MAX / 128;  // 33554431 groups
+  struct Expect {
+    bool lever;
+    std::uint32_t m, k;
+    Fp8QuantAction action;
+    KernelHandle kernel;
+    std::array<std::uint32_t, 3> grid;
+  };
+  const Fp8QuantAction launch = Fp8QuantAction::launch;
+  const Fp8QuantAction too_wide = Fp8QuantAction::k_past_grid_y;
+  const Expect expected[] = {
+      // Lever on. One row is 1 twin CTA at K = 128 (below the floor of 66): the shared kernel.
+      {true, 1, 128, launch, SHARED, {1, 1, 1}},
+      {true, 1, 128u * 65535, launch, HOPPER, {1, FP8_QUANT_HOPPER_TARGET_CTAS, 1}},
+      {true, 1, K_MAX, launch, HOPPER, {1, FP8_QUANT_HOPPER_TARGET_CTAS, 1}},
+      {true, M_MAX, 128, launch, HOPPER, {M_MAX, 1, 1}},
+      {true, M_MAX, 128u * 65535, launch, HOPPER, {M_MAX, 1, 1}},
+      {true, M_MAX, K_MAX, launch, HOPPER, {M_MAX, 1, 1}},
+      // Lever off: the shared kernel, one CTA per group, refused past 65535 groups.
+      {false, 1, 128, launch, SHARED, {1, 1, 1}},
+      {false, 1, 128u * 65535, launch, SHARED, {1, 65535, 1}},
+      {false, 1, K_MAX, too_wide, KernelHandle{}, {0, 0, 0}},
+      {false, M_MAX, 128, launch, SHARED, {M_MAX, 1, 1}},
+      {false, M_MAX, 128u * 65535, launch, SHARED, {M_MAX, 65535, 1}},
+      {false, M_MAX, K_MAX, too_wide, KernelHandle{}, {0, 0, 0}},
+  };
+  static_assert(L_MAX > 65535, "K_MAX must be past the shared kernel's grid Y");
+  for (const Expect& e : expected) {
+    CAPTURE(e.lever, e.m, e.k);
+    const auto pick = quant.pick_with(e.lever, e.m, e.k, 132);
+    CHECK(pick.action == e.action);
+    CHECK(pick.kernel == e.kernel);
+    CHECK(pick.grid == e.grid);
+    CHECK(pick.twin == (e.kernel == HOPPER));
+    CHECK(fp8_quant_hopper_ctas(e.m, e.k) == std::uint64_t{e.m} * fp8_quant_grid(true, e.m, e.k)[1]);
+
+    RecordingBackend gpu(132);
+    const std::string error = error_of([&] {
+      quant.launch_with(e.lever, gpu, address(0x10000), address(0x20000), scales_at(0x30000), e.m, e.k, nullptr);
+    });
+    if (e.action == launch) {
+      CHECK(error.empty());
+      REQUIRE(gpu.launches.size() == 1);
+      CHECK(gpu.launches[0].kernel == e.kernel);
+      CHECK(gpu.launches[0].grid.x == e.grid[0]);
+      CHECK(gpu.launches[0].grid.y == e.grid[1]);
+      CHECK(gpu.launches[0].grid.z == e.grid[2]);
+      CHECK(gpu.launches[0].k == e.k);
+    } else {
+      CHECK_THAT(error, Catch::Contains("'k'") && Catch::Contains("65535"));
+      CHECK(gpu.launches.empty());
     }
   }
-  if (fp8_act_quant_hopper_enabled()) {
-    const auto chosen = quant.launch(gpu, address(0x10000), address(0x20000), scales_at(0x30000), 0x7FFFFFFF, K_MAX,
-                                     nullptr);
-    CHECK(chosen.twin);
-    REQUIRE(gpu.launches.size() == 1);
-    CHECK(gpu.launches[0].grid.y <= FP8_QUANT_MAX_GRID_Y);
-    CHECK(gpu.launches[0].k == K_MAX);
-  }
+  CHECK(fp8_quant_hopper_min_m(K_MAX, U32_MAX) >= 1);  // saturates, never wraps to 0
 }
 
 TEST_CASE("sm_count at its limits: 0 and UINT32_MAX pick without overflow") {
   const Fp8ActQuant quant(SHARED, HOPPER, 0);
-  for (const std::uint32_t sm_count : {0u, 1u, U32_MAX}) {
+  // 0 and 1 SM: a floor of 1 CTA, which 2^31-1 rows pass.
+  for (const std::uint32_t sm_count : {0u, 1u}) {
     CAPTURE(sm_count);
-    CHECK(fp8_quant_min_ctas(sm_count) >= 1);
+    CHECK(fp8_quant_min_ctas(sm_count) == 1);
     const auto pick = quant.pick_with(true, 0x7FFFFFFF, K_MAX, sm_count);
-    CHECK((pick.kernel == SHARED || pick.kernel == HOPPER));
+    CHECK(pick.launches());
+    CHECK(pick.kernel == HOPPER);
+    CHECK(pick.grid == std::array<std::uint32_t, 3>{0x7FFFFFFF, 1, 1});
   }
+  // UINT32_MAX SMs: a floor of 2^31 CTAs that no launchable grid reaches, so the shared kernel is
+  // chosen, and at this K it would need more than 65535 CTAs on Y: refused, the reason kept.
+  CHECK(fp8_quant_min_ctas(U32_MAX) == 0x80000000u);
+  const auto huge = quant.pick_with(true, 0x7FFFFFFF, K_MAX, U32_MAX);
+  CHECK(huge.action == Fp8QuantAction::k_past_grid_y);
+  CHECK(huge.reject == Fp8HopperReject::too_few_ctas);
+  CHECK_FALSE(huge.kernel.loaded());
+  const auto narrow = quant.pick_with(true, 0x7FFFFFFF, 128, U32_MAX);
+  CHECK(narrow.kernel == SHARED);
+  CHECK(narrow.grid == std::array<std::uint32_t, 3>{0x7FFFFFFF, 1, 1});
   CHECK_FALSE(quant.pick_with(true, 1, 128, U32_MAX).twin);  // cannot fill that many SMs
 }
 

@@ -70,19 +70,30 @@ typedef struct kiln_device_info {
 } kiln_device_info;
 #define KILN_DEVICE_INFO_V1_SIZE 568u
 
-/** One launch decision of the FP8 activation quantizer: kernel and grid always belong together. */
+/**
+ * One launch decision of the FP8 activation quantizer: kernel and grid always belong together.
+ * A pick never describes a launch that cannot happen: a shape kiln_fp8_act_quant() refuses is
+ * refused by the pick and the plan too, with the same status and message, and an empty shape
+ * (`m == 0` or `k == 0`) is a no-op: `noop` 1, grid (0, 0, 0), `twin` 0, `reject`
+ * KILN_FP8_REJECT_NONE, `entry` and `reason` "" (a version-1 caller, without `noop`, sees the zero
+ * grid and the empty entry).
+ */
 typedef struct kiln_fp8_pick {
   uint32_t struct_size; /**< in: set by the caller, at least KILN_FP8_PICK_V1_SIZE */
-  int32_t twin;         /**< 1 when the Hopper twin runs, 0 when the shared kernel runs */
-  uint64_t kernel;      /**< the handle launched; 0 when no kernel is available (or from a plan) */
-  uint32_t grid[3];     /**< grid of that kernel */
+  int32_t twin;         /**< 1 when the Hopper twin runs, 0 when the shared kernel runs (or nothing) */
+  uint64_t kernel;      /**< the handle launched; 0 when no kernel is available (or from a plan, or a no-op) */
+  uint32_t grid[3];     /**< grid of that kernel; (0, 0, 0) for a no-op */
   uint32_t block[3];    /**< block of that kernel: (128, 1, 1) */
   int32_t reject;       /**< KILN_FP8_REJECT_*: why not the twin */
   int32_t requested;    /**< the lever value this pick used (1 on, 0 off) */
-  char entry[64];       /**< entry point that runs: "per_token_group_quant_fp8[_hopper]" */
+  char entry[64];       /**< entry point that runs: "per_token_group_quant_fp8[_hopper]"; "" for a no-op */
   char reason[128];     /**< text of `reject`; "" when the twin runs. NUL-terminated */
+  /* Version 2 (KILN_FP8_PICK_V2_SIZE); a caller with the version-1 size gets the fields above. */
+  int32_t noop;         /**< 1: `m == 0` or `k == 0`, nothing is launched; 0: `kernel` runs on `grid` */
+  uint32_t reserved;    /**< 0; keeps the size a multiple of 8 with no hidden padding */
 } kiln_fp8_pick;
 #define KILN_FP8_PICK_V1_SIZE 240u
+#define KILN_FP8_PICK_V2_SIZE 248u
 
 /** Disk cache modes (`kiln_cache_stats::disk_mode`). */
 #define KILN_DISK_CACHE_DISABLED 0    /**< turned off (KILN_CACHE=0) */
@@ -165,15 +176,20 @@ kiln_status kiln_try_target_kernel(kiln_service* service, const char* module, co
 /**
  * Which FP8 quantizer kernel this service launches for row-major bf16 `[m, k]` with 16-byte
  * aligned pointers, on which grid, and why not the other, into `*out` (not NULL, `struct_size`
- * set). Resolves the kernels on first use (compiles or loads them). `k` must be a multiple of 128.
- * Without a GPU: `kernel` 0, the shared kernel's grid, reject KILN_FP8_REJECT_ABSENT.
+ * set). Resolves the kernels on first use (compiles or loads them). `m == 0` or `k == 0` is a
+ * no-op pick (`noop`). KILN_ERROR_INVALID_ARGUMENT, naming the limit as kiln_fp8_act_quant() does,
+ * for `k` not a multiple of 128, `m` > 2^31-1, and `k/128` > 65535 when the shared kernel would
+ * run; `*out` is then unchanged.
+ * Without a GPU: `kernel` 0, the shared kernel's grid, reject KILN_FP8_REJECT_ABSENT (for a shape
+ * that is not a no-op).
  */
 kiln_status kiln_fp8_act_quant_pick(kiln_service* service, uint32_t m, uint32_t k, kiln_fp8_pick* out);
 
 /**
  * The pick for a device that has not been opened: `sm_count` SMs (0 counts as 1), the twin in
  * its image or not (`twin_present` 1 or 0), the shared kernel always there, and `lever`
- * (KILN_FP8_LEVER_*). Pure; `kernel` is 0. `k` must be a multiple of 128. For planning and tests.
+ * (KILN_FP8_LEVER_*). Pure; `kernel` is 0. No-ops and refusals as kiln_fp8_act_quant_pick().
+ * For planning and tests.
  */
 kiln_status kiln_fp8_act_quant_plan(uint32_t m, uint32_t k, uint32_t sm_count, int32_t twin_present, int32_t lever,
                                     kiln_fp8_pick* out);

@@ -1,4 +1,5 @@
 // kiln.h: the FP8 activation quantizer's pick, plan and launch.
+#include <cstddef>
 #include <string>
 
 #include "c_boundary.hpp"
@@ -12,7 +13,8 @@ using kiln::c_api::require_struct;
 using kiln::c_api::write_struct;
 namespace ops = kiln::ops;
 
-static_assert(sizeof(kiln_fp8_pick) == KILN_FP8_PICK_V1_SIZE, "kiln_fp8_pick v1 layout changed");
+static_assert(sizeof(kiln_fp8_pick) == KILN_FP8_PICK_V2_SIZE, "kiln_fp8_pick v2 layout changed");
+static_assert(offsetof(kiln_fp8_pick, noop) == KILN_FP8_PICK_V1_SIZE, "v2 fields must follow the v1 layout");
 static_assert(ops::FP8_HOPPER_REJECT_COUNT == 4, "a new Fp8HopperReject needs a KILN_FP8_REJECT_ code");
 
 namespace {
@@ -32,7 +34,10 @@ std::int32_t reject_code(const std::optional<ops::Fp8HopperReject>& reject) {
 }
 
 kiln_fp8_pick to_c(const ops::Fp8QuantPick& chosen) {
+  // Why: every path here refuses before converting, so only launches and no-ops arrive.
+  if (chosen.refused()) kiln::throw_error("fp8_act_quant: a refused pick reached the C conversion");
   kiln_fp8_pick pick{};
+  pick.noop = chosen.action == ops::Fp8QuantAction::noop ? 1 : 0;
   pick.twin = chosen.twin ? 1 : 0;
   pick.kernel = chosen.kernel.raw;
   for (std::size_t i = 0; i < 3; ++i) pick.grid[i] = chosen.grid[i];
@@ -41,13 +46,11 @@ kiln_fp8_pick to_c(const ops::Fp8QuantPick& chosen) {
   pick.block[2] = 1;
   pick.reject = reject_code(chosen.reject);
   pick.requested = chosen.requested ? 1 : 0;
-  copy_text(pick.entry, chosen.twin ? ops::FP8_QUANT_HOPPER_ENTRY : ops::FP8_QUANT_ENTRY);
+  copy_text(pick.entry, !chosen.launches() ? std::string_view()
+                        : chosen.twin      ? ops::FP8_QUANT_HOPPER_ENTRY
+                                           : ops::FP8_QUANT_ENTRY);
   copy_text(pick.reason, chosen.reject ? ops::to_string(*chosen.reject) : std::string_view());
   return pick;
-}
-
-void require_k(std::uint32_t k) {
-  if (k % ops::FP8_QUANT_GROUP != 0) kiln::throw_invalid_argument("k", "a multiple of 128", std::to_string(k));
 }
 
 void require_flag(std::int32_t value, const char* name) {
@@ -61,8 +64,9 @@ extern "C" kiln_status kiln_fp8_act_quant_pick(kiln_service* service, std::uint3
   return guarded([&] {
     require_pointer(service, "service");
     require_struct(out, "out", KILN_FP8_PICK_V1_SIZE);
-    require_k(k);
-    write_struct(out, to_c(service->service.fp8_act_quant().pick(m, k)));
+    const ops::Fp8QuantPick chosen = service->service.fp8_act_quant().pick(m, k);
+    ops::fp8_quant_require_launchable(chosen, m, k);
+    write_struct(out, to_c(chosen));
   });
 }
 
@@ -70,7 +74,6 @@ extern "C" kiln_status kiln_fp8_act_quant_plan(std::uint32_t m, std::uint32_t k,
                                                std::int32_t twin_present, std::int32_t lever, kiln_fp8_pick* out) {
   return guarded([&] {
     require_struct(out, "out", KILN_FP8_PICK_V1_SIZE);
-    require_k(k);
     require_flag(twin_present, "twin_present");
     if (lever != KILN_FP8_LEVER_PROCESS) require_flag(lever, "lever");
     const bool requested = lever == KILN_FP8_LEVER_PROCESS ? ops::fp8_act_quant_hopper_enabled() : lever == 1;
@@ -78,7 +81,9 @@ extern "C" kiln_status kiln_fp8_act_quant_plan(std::uint32_t m, std::uint32_t k,
     // and never leave this function (the plan's kernel is 0).
     const ops::Fp8ActQuant quant(kiln::KernelHandle{1}, twin_present ? kiln::KernelHandle{2} : kiln::KernelHandle{},
                                  sm_count);
-    kiln_fp8_pick pick = to_c(quant.pick_with(requested, m, k, sm_count));
+    const ops::Fp8QuantPick chosen = quant.pick_with(requested, m, k, sm_count);
+    ops::fp8_quant_require_launchable(chosen, m, k);
+    kiln_fp8_pick pick = to_c(chosen);
     pick.kernel = 0;
     write_struct(out, pick);
   });

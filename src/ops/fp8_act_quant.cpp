@@ -17,16 +17,33 @@ Fp8ActQuant Fp8ActQuant::shared_only(KernelHandle shared, std::uint32_t sm_count
 Fp8QuantPick Fp8ActQuant::pick(std::uint32_t m, std::uint32_t k) const {
   const bool requested = fp8_act_quant_hopper_enabled();
   Fp8QuantPick chosen = pick_with(requested, m, k, sm_count_);
-  fp8_act_quant_note_verdict(requested, chosen.reject, m, k);
+  // Why only launches: a no-op or a refusal runs no kernel, so it has no verdict to report.
+  if (chosen.launches()) fp8_act_quant_note_verdict(requested, chosen.reject, m, k, sm_count_);
   return chosen;
 }
 
 Fp8QuantPick Fp8ActQuant::pick_with(bool requested, std::uint32_t m, std::uint32_t k,
                                     std::uint32_t sm_count, bool twin_aligned) const {
   Fp8QuantPick chosen = pick_with(requested, m, k, sm_count);
-  if (chosen.twin && !twin_aligned && shared_.loaded())
-    chosen = Fp8QuantPick{shared_, fp8_quant_grid(false, m, k), false, Fp8HopperReject::misaligned, requested};
-  return chosen;
+  if (!chosen.twin || twin_aligned) return chosen;
+  if (!shared_.loaded()) return Fp8QuantPick{{}, {}, false, std::nullopt, requested, Fp8QuantAction::twin_misaligned};
+  // Why the shape check again: the shared kernel has the grid-Y limit the twin does not.
+  const Fp8QuantAction action = fp8_quant_action(false, m, k);
+  if (action != Fp8QuantAction::launch)
+    return Fp8QuantPick{{}, {}, false, Fp8HopperReject::misaligned, requested, action};
+  return Fp8QuantPick{shared_, fp8_quant_grid(false, m, k), false, Fp8HopperReject::misaligned, requested, action};
+}
+
+std::string_view to_string(Fp8QuantAction action) {
+  switch (action) {
+    case Fp8QuantAction::launch: return "launch";
+    case Fp8QuantAction::noop: return "no-op: m == 0 or k == 0, nothing to quantize";
+    case Fp8QuantAction::k_not_multiple: return "k is not a multiple of 128";
+    case Fp8QuantAction::m_past_grid_x: return "m is past the grid X limit (2^31-1 rows)";
+    case Fp8QuantAction::k_past_grid_y: return "k/128 is past the shared kernel's grid Y limit (65535)";
+    case Fp8QuantAction::twin_misaligned: return "the twin is the only kernel and x or q is not 16/8-byte aligned";
+  }
+  return "unknown";
 }
 
 }  // namespace kiln::ops

@@ -15,7 +15,7 @@ std::string_view to_string(Fp8HopperReject reason) {
   switch (reason) {
     case Fp8HopperReject::absent: return "kernel absent from this image (hopper family only)";
     case Fp8HopperReject::not_requested: return "not requested";
-    case Fp8HopperReject::too_few_ctas: return "too few CTAs to fill the device at 16 K-groups per CTA";
+    case Fp8HopperReject::too_few_ctas: return "too few CTAs to fill the device";
     case Fp8HopperReject::misaligned: return "pointers not 16-byte aligned for the twin's uint4 loads";
   }
   return "unknown";
@@ -28,14 +28,34 @@ std::uint64_t fp8_quant_hopper_ctas(std::uint32_t m, std::uint32_t k) {
 
 std::uint32_t fp8_quant_hopper_min_m(std::uint32_t k, std::uint32_t sm_count) {
   const std::uint64_t floor = fp8_quant_min_ctas(sm_count);
-  // Why a scan and not floor / CTAs-per-row: Y shrinks as M grows past the CTA target, so the
-  // count is M * Y only while rows are split. No M reaches the floor with fewer rows than
-  // floor / (CTAs of one row); from the target on, Y is 1 and the count is M itself.
-  const std::uint64_t per_row = fp8_quant_hopper_ctas(1, k);
-  std::uint64_t m = floor / per_row + (floor % per_row != 0);
-  while (m < FP8_QUANT_HOPPER_TARGET_CTAS && fp8_quant_hopper_ctas(static_cast<std::uint32_t>(m), k) < floor) ++m;
-  if (m >= FP8_QUANT_HOPPER_TARGET_CTAS) m = std::max(m, floor);
-  return static_cast<std::uint32_t>(std::min<std::uint64_t>(m, std::numeric_limits<std::uint32_t>::max()));
+  // From the CTA target on, Y is 1 and the count is M itself, so the M there that miss the floor
+  // are exactly [target, floor): then the answer is the floor, whatever smaller M do.
+  if (floor > FP8_QUANT_HOPPER_TARGET_CTAS)
+    return static_cast<std::uint32_t>(std::min<std::uint64_t>(floor, std::numeric_limits<std::uint32_t>::max()));
+  // Below the target, the answer is one past the largest M that misses (M = 0 always does). Why a
+  // scan from the top and not from floor / CTAs-per-row up: the count need not be monotone in M,
+  // so the first M that reaches the floor proves nothing about the M after it.
+  std::uint32_t m = FP8_QUANT_HOPPER_TARGET_CTAS - 1;
+  while (m > 0 && fp8_quant_hopper_ctas(m, k) >= floor) --m;
+  return m + 1;
+}
+
+std::string fp8_quant_hopper_grid_text(std::uint32_t m, std::uint32_t k, std::uint32_t sm_count) {
+  const auto grid = fp8_quant_grid(true, m, k);
+  const std::uint32_t groups = k / FP8_QUANT_GROUP;
+  // Block 0 owns the longest span: every other block's is the same or the shorter tail.
+  const auto [first, end] = fp8_quant_hopper_span(groups, grid[1], 0);
+  return "twin grid (" + std::to_string(grid[0]) + ", " + std::to_string(grid[1]) + ", " + std::to_string(grid[2]) +
+         ") = " + std::to_string(std::uint64_t{grid[0]} * grid[1] * grid[2]) + " CTAs of up to " +
+         std::to_string(end - first) + " K-groups each, floor " + std::to_string(fp8_quant_min_ctas(sm_count)) +
+         " = ceil(" + fmt::format("{}", FP8_QUANT_MIN_CTAS_PER_SM) + " x " + std::to_string(std::max(sm_count, 1u)) +
+         " SMs)";
+}
+
+std::string fp8_quant_reject_text(Fp8HopperReject reason, std::uint32_t m, std::uint32_t k, std::uint32_t sm_count) {
+  std::string text(to_string(reason));
+  if (reason == Fp8HopperReject::too_few_ctas) text += " (" + fp8_quant_hopper_grid_text(m, k, sm_count) + ")";
+  return text;
 }
 
 std::optional<Fp8HopperReject> fp8_act_quant_hopper_reject(bool requested, bool twin_present,
@@ -57,7 +77,7 @@ std::optional<std::size_t> fp8_act_quant_verdict_slot(bool requested, std::optio
 }
 
 void fp8_act_quant_note_verdict(bool requested, std::optional<Fp8HopperReject> reject, std::uint32_t m,
-                                std::uint32_t k) {
+                                std::uint32_t k, std::uint32_t sm_count) {
   static std::array<std::atomic<bool>, FP8_VERDICT_SLOT_COUNT> printed{};
   const auto slot = fp8_act_quant_verdict_slot(requested, reject);
   if (!slot || printed[*slot].exchange(true, std::memory_order_relaxed)) return;
@@ -65,7 +85,7 @@ void fp8_act_quant_note_verdict(bool requested, std::optional<Fp8HopperReject> r
     logger().info("fp8_act_quant: Hopper twin runs (first at m={}, k={})", m, k);
   else
     logger().info("fp8_act_quant: Hopper twin requested but not run: {} (first at m={}, k={})",
-                  to_string(*reject), m, k);
+                  fp8_quant_reject_text(*reject, m, k, sm_count), m, k);
 }
 
 }  // namespace kiln::ops

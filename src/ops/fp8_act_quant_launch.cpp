@@ -9,7 +9,6 @@ namespace kiln::ops {
 
 namespace {
 
-constexpr std::uint32_t MAX_GRID_X = 0x7FFFFFFFu;
 constexpr std::uint32_t BLOCK_THREADS = 128;
 
 bool aligned(const void* pointer, std::uintptr_t alignment) {
@@ -28,28 +27,48 @@ void require_pointer(const char* name, const void* pointer, std::uintptr_t align
 
 }  // namespace
 
+void fp8_quant_require_launchable(const Fp8QuantPick& chosen, std::uint32_t m, std::uint32_t k) {
+  switch (chosen.action) {
+    case Fp8QuantAction::launch:
+    case Fp8QuantAction::noop: return;
+    case Fp8QuantAction::k_not_multiple: throw_invalid_argument("k", "a multiple of 128", std::to_string(k));
+    case Fp8QuantAction::m_past_grid_x:
+      throw_invalid_argument("m", "at most 2^31-1 rows (grid X limit)", std::to_string(m));
+    case Fp8QuantAction::k_past_grid_y:
+      throw_invalid_argument("k", "k/128 <= 65535 for the shared kernel (grid Y limit)", std::to_string(k));
+    case Fp8QuantAction::twin_misaligned:
+      throw_invalid_argument("x", "16-byte alignment (and q 8-byte) for the Hopper twin, the only kernel here",
+                             "pointers that are not");
+  }
+  throw_error("fp8_act_quant: unknown Fp8QuantAction");
+}
+
 Fp8QuantPick Fp8ActQuant::launch(GpuBackend& gpu, const void* x, void* q, float* scales, std::uint32_t m,
                                  std::uint32_t k, void* stream) const {
-  if (k % FP8_QUANT_GROUP != 0) throw_invalid_argument("k", "a multiple of 128", std::to_string(k));
-  if (m > MAX_GRID_X) throw_invalid_argument("m", "at most 2^31-1 rows (grid X limit)", std::to_string(m));
-  if (m == 0 || k == 0) return pick_with(fp8_act_quant_hopper_enabled(), m, k, sm_count_);
+  return launch_with(fp8_act_quant_hopper_enabled(), gpu, x, q, scales, m, k, stream);
+}
+
+Fp8QuantPick Fp8ActQuant::launch_with(bool requested, GpuBackend& gpu, const void* x, void* q, float* scales,
+                                      std::uint32_t m, std::uint32_t k, void* stream) const {
+  // Why: the twin reads x as uint4 (16 bytes) and writes q as uint2 (8 bytes); rows stay aligned
+  // because K is a multiple of 128. A null pointer counts as aligned; its own check names it.
+  const bool twin_aligned = aligned(x, 16) && aligned(q, 8);
+  const Fp8QuantPick chosen = pick_with(requested, m, k, sm_count_, twin_aligned);
+  // Why this order: the shape's own limits, then the no-op (which needs no pointers), then the
+  // pointers and the kernels, then the limits of the kernel that would run.
+  if (chosen.action == Fp8QuantAction::k_not_multiple || chosen.action == Fp8QuantAction::m_past_grid_x)
+    fp8_quant_require_launchable(chosen, m, k);
+  if (chosen.action == Fp8QuantAction::noop) return chosen;
   require_pointer("x", x, alignof(std::uint16_t));
   require_pointer("q", q, 1);
   require_pointer("scales", scales, alignof(float));
   if (!available()) throw_error("fp8_act_quant: no quantizer kernel on device " + std::to_string(gpu.device().ordinal));
-
-  // Why: the twin reads x as uint4 (16 bytes) and writes q as uint2 (8 bytes); rows stay aligned
-  // because K is a multiple of 128.
-  const bool twin_aligned = aligned(x, 16) && aligned(q, 8);
-  const bool requested = fp8_act_quant_hopper_enabled();
-  Fp8QuantPick chosen = pick_with(requested, m, k, sm_count_, twin_aligned);
-  fp8_act_quant_note_verdict(requested, chosen.reject, m, k);
-  if (chosen.twin && !twin_aligned)
+  if (chosen.action == Fp8QuantAction::twin_misaligned)
     throw_invalid_argument("x", "16-byte alignment (and q 8-byte) for the Hopper twin, the only kernel here",
                            "x " + pointer_text(x) + ", q " + pointer_text(q));
-  if (!chosen.twin && chosen.grid[1] > FP8_QUANT_MAX_GRID_Y)
-    throw_invalid_argument("k", "k/128 <= 65535 for the shared kernel (grid Y limit)", std::to_string(k));
+  fp8_quant_require_launchable(chosen, m, k);
 
+  fp8_act_quant_note_verdict(requested, chosen.reject, m, k, sm_count_);
   std::uint32_t k_arg = k;
   void* args[] = {&x, &q, &scales, &k_arg};
   gpu.launch(chosen.kernel, Dim3{chosen.grid[0], chosen.grid[1], chosen.grid[2]}, Dim3{BLOCK_THREADS, 1, 1}, 0,

@@ -54,14 +54,60 @@ inline constexpr std::uint32_t FP8_QUANT_HOPPER_RUN = 8;
 /// Y = 4..8 at M <= 512 (bench/results/2026-12-03-h200-twin-geometry.md).
 inline constexpr std::uint32_t FP8_QUANT_HOPPER_TARGET_CTAS = 3072;
 
+/// Largest grid X extent (2^31-1): M is on grid X in both arms.
+inline constexpr std::uint32_t FP8_QUANT_MAX_GRID_X = 0x7FFFFFFFu;
+/// Largest grid Y extent (65535): binds only the shared arm, whose Y is K/128.
+inline constexpr std::uint32_t FP8_QUANT_MAX_GRID_Y = 65535;
+
+/// What `launch` does with a pick: launch `kernel` on `grid`, return at once (a no-op), or refuse
+/// with an error naming the limit. Every value but `launch` comes with kernel 0 and grid (0, 0, 0),
+/// so a pick never describes a launch that cannot happen.
+enum class Fp8QuantAction : std::uint8_t {
+  launch,           ///< `kernel` on `grid`
+  noop,             ///< m == 0 or k == 0: nothing to quantize, nothing launched
+  k_not_multiple,   ///< refused: k is not a multiple of 128
+  m_past_grid_x,    ///< refused: m > 2^31-1 (grid X)
+  k_past_grid_y,    ///< refused: the shared kernel runs and k/128 > 65535 (grid Y)
+  twin_misaligned,  ///< refused: the twin is the only kernel and x/q are not 16/8-byte aligned
+};
+
+/// "launch", "no-op", or the refusal's limit in words.
+std::string_view to_string(Fp8QuantAction action);
+
+/// The checks `launch` makes on a shape, in its order, given which kernel the rule chose (`twin`):
+/// k a multiple of 128, m <= 2^31-1, then m == 0 or k == 0 is a no-op, then the shared kernel's
+/// k/128 <= 65535. The one place these limits live: `pick_with` calls it, and `launch` acts on its
+/// pick's verdict, so a pick and a launch cannot disagree. Pure.
+constexpr Fp8QuantAction fp8_quant_action(bool twin, std::uint32_t m, std::uint32_t k) {
+  if (k % FP8_QUANT_GROUP != 0) return Fp8QuantAction::k_not_multiple;
+  if (m > FP8_QUANT_MAX_GRID_X) return Fp8QuantAction::m_past_grid_x;
+  if (m == 0 || k == 0) return Fp8QuantAction::noop;
+  if (!twin && k / FP8_QUANT_GROUP > FP8_QUANT_MAX_GRID_Y) return Fp8QuantAction::k_past_grid_y;
+  return Fp8QuantAction::launch;
+}
+
 /// One launch decision: kernel and grid come from the same `twin` flag.
+///
+/// When `action` is not `launch`, nothing runs: `kernel` is 0, `grid` (0, 0, 0) and `twin` false;
+/// `reject` keeps why the twin was not chosen only for `k_past_grid_y` (the refusal concerns the
+/// shared kernel the rule chose) and is empty otherwise. `twin == !reject` holds for every launch.
 struct Fp8QuantPick {
-  KernelHandle kernel;                   ///< what to launch (0: nothing available)
+  KernelHandle kernel;                   ///< what to launch (0: nothing available, or nothing runs)
   std::array<std::uint32_t, 3> grid{};   ///< grid for `kernel`
   bool twin = false;                     ///< the Hopper twin runs
   std::optional<Fp8HopperReject> reject; ///< why the twin does not run; empty when it does
   bool requested = false;                ///< the lever's value this pick used
+  Fp8QuantAction action = Fp8QuantAction::launch;  ///< launch, no-op, or why `launch` refuses
+
+  bool launches() const noexcept { return action == Fp8QuantAction::launch; }
+  /// Refused by `launch` (neither a launch nor a no-op).
+  bool refused() const noexcept { return action != Fp8QuantAction::launch && action != Fp8QuantAction::noop; }
 };
+
+/// Throws the kiln::Error `launch` throws for a refused pick of `(m, k)`, naming the argument and
+/// the limit (`invalid argument 'm': expected at most 2^31-1 rows (grid X limit), got ...`); returns
+/// for a launch or a no-op. The C pick and plan and `kiln pick` refuse through it, as `launch` does.
+void fp8_quant_require_launchable(const Fp8QuantPick& chosen, std::uint32_t m, std::uint32_t k);
 
 /// The FP8 activation quantizer a layer launches: the shared kernel, plus the Hopper twin when the
 /// device's image has one.
@@ -88,12 +134,14 @@ class Fp8ActQuant {
   bool twin_present() const noexcept { return hopper_.loaded(); }
 
   /// Which kernel this `(m, k)` launches, on which grid, and why not the other, from the process's
-  /// lever and the device's SM count. Logs the verdict once per process per slot.
+  /// lever and the device's SM count; or that it is a no-op, or which limit `launch` refuses it by
+  /// (`Fp8QuantPick::action`). Logs the verdict of a launch once per process per slot.
   Fp8QuantPick pick(std::uint32_t m, std::uint32_t k) const;
   /// `pick` over an explicit lever value and SM count. Pure, so CPU tests can grade any `(m, k)`.
   Fp8QuantPick pick_with(bool requested, std::uint32_t m, std::uint32_t k, std::uint32_t sm_count) const;
   /// `pick_with` for pointers that may not suit the twin: when `twin_aligned` is false and the
-  /// shared kernel exists, the shared kernel runs and the reason is `misaligned`.
+  /// shared kernel exists, the shared kernel runs and the reason is `misaligned`; without a shared
+  /// kernel the action is `twin_misaligned`.
   Fp8QuantPick pick_with(bool requested, std::uint32_t m, std::uint32_t k, std::uint32_t sm_count,
                          bool twin_aligned) const;
 
@@ -103,9 +151,13 @@ class Fp8ActQuant {
   /// naming the argument: `k` a multiple of 128; non-null pointers; `x` 2-byte and `scales` 4-byte
   /// aligned (the twin also wants `x` 16-byte and `q` 8-byte aligned, else the shared kernel runs);
   /// `m` <= 2^31-1 (grid X); for the shared kernel `k/128` <= 65535 (grid Y). `m == 0` or
-  /// `k == 0` is a no-op. Throws kiln::Error when no kernel is available. Returns the pick used.
+  /// `k == 0` is a no-op. Throws kiln::Error when no kernel is available. Returns the pick used
+  /// (`action` launch or noop); the shape checks are `fp8_quant_action`'s, the same as every pick's.
   Fp8QuantPick launch(GpuBackend& gpu, const void* x, void* q, float* scales, std::uint32_t m,
                       std::uint32_t k, void* stream) const;
+  /// `launch` with an explicit lever value instead of the process's, as `pick_with` is to `pick`.
+  Fp8QuantPick launch_with(bool requested, GpuBackend& gpu, const void* x, void* q, float* scales,
+                           std::uint32_t m, std::uint32_t k, void* stream) const;
 
   /// The handle this `(m, k)` launches.
   KernelHandle kernel(std::uint32_t m, std::uint32_t k) const { return pick(m, k).kernel; }
@@ -118,6 +170,9 @@ class Fp8ActQuant {
   std::uint32_t sm_count_ = 0;
 };
 
+// Why no clamp at the driver's grid-Y limit in the twin's grid: Y never exceeds the CTA target.
+static_assert(FP8_QUANT_HOPPER_TARGET_CTAS <= FP8_QUANT_MAX_GRID_Y);
+
 /// Grid for one quantizer launch. Pure.
 ///
 /// M is on grid X in both arms: X allows 2^31-1 blocks, Y only 65535.
@@ -127,10 +182,9 @@ class Fp8ActQuant {
 /// kernel derives its group span as `ceil(L / gridDim.y)`, so any Y in `1..=L` covers every group
 /// exactly once; the Y extent is a speed choice: few rows get up to one CTA per 16 groups, many rows
 /// one CTA per row, whose 16 slots loop. Y never exceeds 3072, far below the driver's grid-Y
-/// limit (65535), which binds only the shared arm.
-inline constexpr std::uint32_t FP8_QUANT_MAX_GRID_Y = 65535;
-// Why no clamp at the driver's grid-Y limit: Y never exceeds the CTA target.
-static_assert(FP8_QUANT_HOPPER_TARGET_CTAS <= FP8_QUANT_MAX_GRID_Y);
+/// limit (65535), which binds only the shared arm. The grid is arithmetic only: whether it can
+/// launch is `fp8_quant_action`'s answer (M = 0 or K = 0 gives a grid with a 0 extent).
+///
 /// Inline, and dividing only when rows are split, because `pick_with` runs per launch.
 constexpr std::array<std::uint32_t, 3> fp8_quant_grid(bool hopper, std::uint32_t m, std::uint32_t k) {
   const std::uint32_t groups = k / FP8_QUANT_GROUP;
@@ -149,7 +203,14 @@ inline Fp8QuantPick Fp8ActQuant::pick_with(bool requested, std::uint32_t m, std:
   const auto reject = fp8_act_quant_hopper_reject_ctas(requested, twin_present(), shared_.loaded(),
                                                        std::uint64_t{twin_grid[0]} * twin_grid[1], sm_count);
   const bool twin = !reject.has_value();
-  return Fp8QuantPick{twin ? hopper_ : shared_, twin ? twin_grid : fp8_quant_grid(false, m, k), twin, reject, requested};
+  const Fp8QuantAction action = fp8_quant_action(twin, m, k);
+  if (action == Fp8QuantAction::launch)
+    return Fp8QuantPick{twin ? hopper_ : shared_, twin ? twin_grid : fp8_quant_grid(false, m, k), twin, reject,
+                        requested, action};
+  // Why the reject survives only k_past_grid_y: that refusal is about the kernel the rule chose;
+  // the others are about the shape, where a floor verdict (0 CTAs at m == 0) would be noise.
+  return Fp8QuantPick{{}, {}, false, action == Fp8QuantAction::k_past_grid_y ? reject : std::nullopt, requested,
+                      action};
 }
 
 /// The half-open K-group range one Hopper CTA owns, computed as the `.cu` computes

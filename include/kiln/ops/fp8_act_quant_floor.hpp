@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace kiln::ops {
@@ -22,11 +23,12 @@ inline constexpr double FP8_QUANT_MIN_CTAS_PER_SM = 0.5;
 enum class Fp8HopperReject {
   absent,         ///< "kernel absent from this image (hopper family only)"
   not_requested,  ///< "not requested"
-  too_few_ctas,   ///< "too few CTAs to fill the device at 16 K-groups per CTA"
+  too_few_ctas,   ///< "too few CTAs to fill the device"
   misaligned,     ///< "pointers not 16-byte aligned for the twin's uint4 loads"
 };
 inline constexpr std::size_t FP8_HOPPER_REJECT_COUNT = 4;
 
+/// The stable text of `reason`, true for every shape it is given for (kiln.h's `reason`).
 std::string_view to_string(Fp8HopperReject reason);
 
 /// `ceil(FP8_QUANT_MIN_CTAS_PER_SM * max(sm_count, 1))` (exact: a double holds every product).
@@ -38,9 +40,23 @@ inline std::uint64_t fp8_quant_min_ctas(std::uint32_t sm_count) {
 /// CTAs of the twin's grid for `(m, k)`: the product of `fp8_quant_grid(true, m, k)`. 64-bit, so
 /// it cannot overflow for any 32-bit `m` and `k`.
 std::uint64_t fp8_quant_hopper_ctas(std::uint32_t m, std::uint32_t k);
-/// The smallest M whose twin grid reaches the floor at this K (132 SMs: 22 at K=5120 and 6144, 17
-/// at K=7168, 8 at K=17408). Saturates at UINT32_MAX.
+/// The smallest M from which every larger M's twin grid reaches the floor at this K, so with the
+/// lever on and both kernels present every M >= it takes the twin (132 SMs: 22 at K=5120 and 6144,
+/// 17 at K=7168, 8 at K=17408). M - 1 is always below the floor. Not simply the first M that
+/// reaches it: the CTA count is not monotone in M once rows stop being split (at 3072 rows it
+/// falls from up to 6142 to 3072), so past a floor of 3072 CTAs the first M to reach the floor
+/// can be followed by M that do not. The result may pass 2^31-1 (no launchable M reaches a floor
+/// that high).
 std::uint32_t fp8_quant_hopper_min_m(std::uint32_t k, std::uint32_t sm_count);
+
+/// The twin's grid for `(m, k)` against the floor, every number taken from that grid:
+/// "twin grid (21, 3, 1) = 63 CTAs of up to 14 K-groups each, floor 66 = ceil(0.5 x 132 SMs)".
+/// A CTA covers ceil(L / Y) groups (the last one may cover fewer), which is 16 only where 16
+/// divides L and rows are split as far as they go.
+std::string fp8_quant_hopper_grid_text(std::uint32_t m, std::uint32_t k, std::uint32_t sm_count);
+/// `reason` as kiln logs and prints it: `to_string(reason)`, and for too_few_ctas the numbers
+/// behind it in parentheses (`fp8_quant_hopper_grid_text`).
+std::string fp8_quant_reject_text(Fp8HopperReject reason, std::uint32_t m, std::uint32_t k, std::uint32_t sm_count);
 
 /// Why the twin does not run for this launch, or nothing when it runs. In this order:
 /// 1. twin absent -> absent;
@@ -77,8 +93,9 @@ inline constexpr std::size_t FP8_VERDICT_SLOT_COUNT = 1 + FP8_HOPPER_REJECT_COUN
 /// lever asked for the twin -> 1 + reason; nothing when the lever is off.
 std::optional<std::size_t> fp8_act_quant_verdict_slot(bool requested, std::optional<Fp8HopperReject> reject);
 
-/// Log the verdict once per process per slot (info level). Thread-safe.
+/// Log the verdict of a launch once per process per slot (info level), with
+/// `fp8_quant_reject_text` for a refusal. Thread-safe.
 void fp8_act_quant_note_verdict(bool requested, std::optional<Fp8HopperReject> reject,
-                                std::uint32_t m, std::uint32_t k);
+                                std::uint32_t m, std::uint32_t k, std::uint32_t sm_count);
 
 }  // namespace kiln::ops

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""`kiln pick` as a user reads it: it never prints a grid that launch() would refuse, it refuses
+such a shape with launch()'s error, and the numbers of its "why" line are the twin grid's own,
+recomputed here from the README's formula (not from kiln's code).
+
+Usage: test_kiln_pick.py KILN_EXECUTABLE
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+FAILURES = []
+TARGET_CTAS = 3072  # FP8_QUANT_HOPPER_TARGET_CTAS
+GROUPS_PER_CTA = 16  # FP8_QUANT_HOPPER_GROUPS_PER_CTA
+MAX_X, MAX_Y = 2**31 - 1, 65535
+
+
+def check(condition, what, detail=''):
+    print(('ok   ' if condition else 'FAIL ') + what + ('' if condition or not detail else f'\n     {detail}'))
+    if not condition:
+        FAILURES.append(what)
+
+
+def pick(kiln, *args):
+    # Why a fixed lever variable: `--twin auto` would read it; every call here names the lever.
+    env = {**os.environ, 'KILN_FP8_ACT_QUANT_HOPPER': '1'}
+    return subprocess.run([kiln, 'pick', *map(str, args)], capture_output=True, text=True, env=env, timeout=60)
+
+
+def ceil_div(a, b):
+    return -(-a // b)
+
+
+def twin_grid(m, k):
+    """README: Y = clamp(ceil(3072 / M), 1, ceil(L / 16))."""
+    groups = k // 128
+    y = max(1, min(ceil_div(TARGET_CTAS, max(m, 1)), ceil_div(groups, GROUPS_PER_CTA)))
+    return [m, y, 1], ceil_div(groups, y)
+
+
+def floor_of(sm):
+    return ceil_div(sm, 2)  # ceil(0.5 x sm)
+
+
+def test_refusals(kiln):
+    # The shared kernel cannot take 65536 groups on grid Y: no grid, launch()'s error.
+    done = pick(kiln, '--m', 1, '--k', 8388608, '--twin', 'off')
+    check(done.returncode != 0, f'--k 8388608 --twin off is refused (exit {done.returncode})', done.stdout)
+    check('grid' not in done.stdout, '--k 8388608 --twin off prints no grid', done.stdout)
+    check("'k'" in done.stderr and '65535' in done.stderr and 'grid Y' in done.stderr,
+          '--k 8388608 --twin off names k and the grid-Y limit', done.stderr)
+    # The twin takes it on its own bounded Y.
+    done = pick(kiln, '--m', 1, '--k', 8388608, '--twin', 'on', '--json')
+    check(done.returncode == 0, f'--k 8388608 --twin on runs the twin (exit {done.returncode})', done.stderr)
+    if done.returncode == 0:
+        out = json.loads(done.stdout)
+        check(out['twin'] and out['grid'] == [1, TARGET_CTAS, 1], f'twin grid (1, 3072, 1): {out["grid"]}')
+    # Shapes outside what a launch takes never reach a grid, whoever refuses them.
+    for m, k in ((0, 7168), (5, 0), (4294967295, 128), (2147483648, 128)):
+        done = pick(kiln, '--m', m, '--k', k, '--twin', 'on')
+        check('grid' not in done.stdout, f'--m {m} --k {k}: no grid ({done.returncode})', done.stdout)
+
+
+def test_limits(kiln):
+    for lever in ('on', 'off'):
+        for m in (1, MAX_X):
+            for k in (128, 128 * 65535, 128 * 65536):
+                done = pick(kiln, '--m', m, '--k', k, '--twin', lever, '--json')
+                what = f'--m {m} --k {k} --twin {lever}'
+                twin = lever == 'on' and m * twin_grid(m, k)[0][1] >= floor_of(132)
+                if not twin and k // 128 > MAX_Y:
+                    # The shared kernel past 65535 groups: refused, with launch()'s words.
+                    check(done.returncode == 1, f'{what}: refused (exit {done.returncode})', done.stdout)
+                    check("'k'" in done.stderr and '65535' in done.stderr, f'{what}: names the limit', done.stderr)
+                    continue
+                check(done.returncode == 0, f'{what}: exit 0 ({done.returncode})', done.stderr)
+                if done.returncode != 0:
+                    continue
+                out = json.loads(done.stdout)
+                x, y, z = out['grid']
+                check(out['twin'] == twin, f'{what}: twin {twin}')
+                check(1 <= x <= MAX_X and 1 <= y <= MAX_Y and z == 1, f'{what}: grid {out["grid"]} in limits')
+                check(out['grid'] == (twin_grid(m, k)[0] if twin else [m, k // 128, 1]), f'{what}: the arm\'s grid')
+
+
+def numbers(text):
+    return [int(n) for n in re.findall(r'(?<![\d.])\d+(?![\d.])', text)]
+
+
+def test_why_line(kiln):
+    """Where the floor refuses the twin, the line's numbers are the refused grid's."""
+    checked = 0
+    for sm in (132, 148, 6146):
+        floor = floor_of(sm)
+        for k in (2048, 5120, 6144, 7168, 17408):
+            min_m = None
+            for m in sorted({1, 2, 7, 15, 16, 17, 21, 22, 25, 33, 34, 35, 44, 65, 66, 67, 1537, 3071, 3072, 3073}):
+                done = pick(kiln, '--m', m, '--k', k, '--sm-count', sm, '--twin', 'on', '--json')
+                what = f'sm {sm} k {k} m {m}'
+                if done.returncode != 0:
+                    check(False, f'{what}: exit 0', done.stderr)
+                    continue
+                out = json.loads(done.stdout)
+                grid, per_cta = twin_grid(m, k)
+                ctas = grid[0] * grid[1]
+                min_m = out['twin_min_m']
+                check(out['twin'] == (ctas >= floor), f'{what}: twin iff {ctas} CTAs >= floor {floor}')
+                check(m < min_m or out['twin'], f'{what}: every M >= {min_m} takes the twin')
+                if out['twin']:
+                    continue
+                checked += 1
+                why = out['why']
+                check(why.startswith('too few CTAs to fill the device'), f'{what}: the floor reason', why)
+                groups = [int(n) for n in re.findall(r'(\d+) K-groups', why)]
+                check(groups == [per_cta], f'{what}: K-groups per CTA {groups} == {per_cta}', why)
+                check(numbers(why) == [*grid, ctas, per_cta, floor, sm, min_m],
+                      f'{what}: grid, CTAs, groups, floor, SMs, min M', why)
+                # The plain-text line says the same.
+                text = pick(kiln, '--m', m, '--k', k, '--sm-count', sm, '--twin', 'on').stdout
+                check(f'why not the twin: {why}\n' in text, f'{what}: text and JSON agree', text)
+    check(checked > 20, f'{checked} refusals checked')
+
+
+def main():
+    kiln = sys.argv[1]
+    test_refusals(kiln)
+    test_limits(kiln)
+    test_why_line(kiln)
+    if FAILURES:
+        print(f'{len(FAILURES)} check(s) failed')
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
