@@ -82,6 +82,39 @@ def test_failures(kiln, tmp):
     check(done.returncode == 1 and 'hopper' in done.stderr, f'the twin is not built for sm_100a: {done.stderr}')
 
 
+def test_unwritable_out(kiln, tmp):
+    blocker = tmp / 'not-a-folder'
+    blocker.write_text('')
+    out = blocker / 'dump'
+    done = run(kiln, 'dump', '--arch', 'sm_90a', '--out', str(out))
+    check(done.returncode == 1, f'--out under a regular file exits 1, got {done.returncode}')
+    check('--out' in done.stderr and str(out) in done.stderr and 'nothing written' in done.stderr,
+          f'the error names --out and the folder: {done.stderr}')
+    check('written to' not in done.stdout and 'ptx B' not in done.stdout, f'no table, no "written to": {done.stdout}')
+
+    # The folder exists but one module's .ptx cannot be put in place (a folder holds its name):
+    # that module is reported as not written, the other as written, and the exit status is 1.
+    out = tmp / 'blocked'
+    (out / 'per_token_group_quant_fp8.sm_90a.ptx' / 'keep').mkdir(parents=True)
+    done = run(kiln, 'dump', '--arch', 'sm_90a', '--out', str(out))
+    check(done.returncode == 1, f'a failed write exits 1, got {done.returncode}')
+    check('per_token_group_quant_fp8.sm_90a.ptx' in done.stderr, f'the failed write is named: {done.stderr}')
+    lines = {line.split()[0]: line for line in done.stdout.splitlines() if line.strip()}
+    check('NOT WRITTEN' in lines.get('per_token_group_quant_fp8', ''), f'the table marks it: {done.stdout}')
+    check(lines.get('fp8_act_quant_hopper', '').endswith('written') and
+          'NOT' not in lines.get('fp8_act_quant_hopper', ''), f'the other module is written: {done.stdout}')
+    check(f'1 of 2 written to {out}' in done.stdout, f'the summary counts what was written: {done.stdout}')
+
+    done = run(kiln, 'dump', '--arch', 'sm_90a', '--module', 'per_token_group_quant_fp8', '--out', str(out))
+    check(done.returncode == 1 and f'nothing written to {out}' in done.stdout,
+          f'nothing written is said so ({done.returncode}): {done.stdout}')
+    done = run(kiln, 'dump', '--arch', 'sm_90a', '--module', 'per_token_group_quant_fp8', '--out', str(out), '--json')
+    report = json.loads(done.stdout) if done.stdout.strip() else {}
+    rows = report.get('compiles', [{}])
+    check(done.returncode == 1 and report.get('written') == 0 and rows[0].get('written') is False and
+          'error' in rows[0], f'--json reports the module as not written: {report}')
+
+
 def main():
     kiln = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,6 +122,7 @@ def main():
         test_dump_all(kiln, tmp)
         test_table_and_sass(kiln, tmp)
         test_failures(kiln, tmp)
+        test_unwritable_out(kiln, tmp)
     print(f'{len(FAILURES)} failures')
     return 1 if FAILURES else 0
 

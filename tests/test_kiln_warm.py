@@ -2,7 +2,8 @@
 """`kiln warm` across real processes on one cache folder, with the real compiler (no GPU needed):
 8 processes started together compile each module exactly once in total; a new process hits the
 disk for every module; a corrupted entry is healed (deleted, recompiled) and verifies afterwards;
-`kiln info --json` reports the counters of what it resolved.
+`kiln info --json` reports the counters of what it resolved. A warm that keeps nothing (cache off,
+folder unusable, every store failed) exits 1 and says why and which folder.
 
 Usage: test_kiln_warm.py KILN_EXECUTABLE
 """
@@ -33,6 +34,36 @@ def warm_all(kiln, env, count):
     return results
 
 
+def warm_fails(kiln, env, what, *words):
+    """`kiln warm` exits 1, says why on stderr (every one of `words`), and keeps nothing."""
+    for args in ((), ('--json',)):
+        done = subprocess.run([kiln, 'warm', '--arch', 'sm_90a', '--jobs', '2', *args], env=env, capture_output=True,
+                              text=True, timeout=240)
+        check(done.returncode == 1, f'{what} {args}: warm exits 1 (got {done.returncode}; {done.stderr.strip()[:300]})')
+        check(all(word in done.stderr for word in words), f'{what} {args}: stderr names {words} ({done.stderr.strip()[:400]})')
+        if args:
+            report = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
+            check(report.get('kept') == 0 and 'error' in report, f'{what}: JSON says nothing was kept ({report})')
+        else:
+            check('; cache \n' not in done.stdout, f'{what}: no empty folder in the summary ({done.stdout.strip()})')
+
+
+def test_nothing_kept(kiln, tmp):
+    base = {k: v for k, v in os.environ.items() if not k.startswith('KILN_')}
+    blocker = tmp / 'not-a-folder'
+    blocker.write_text('')
+    warm_fails(kiln, {**base, 'KILN_CACHE': '0'}, 'KILN_CACHE=0', 'KILN_CACHE=0', 'nothing can be kept')
+    warm_fails(kiln, {**base, 'KILN_CACHE_DIR': str(blocker)}, 'a regular file as the folder', str(blocker),
+               'nothing can be kept')
+    under = blocker / 'cache'
+    warm_fails(kiln, {**base, 'KILN_CACHE_DIR': str(under)}, 'a folder under a regular file', str(under),
+               'nothing can be kept')
+    # Every entry is larger than a 1-byte bound: each store fails with a warning, nothing is kept.
+    small = tmp / 'small'
+    warm_fails(kiln, {**base, 'KILN_CACHE_DIR': str(small), 'KILN_CACHE_MAX_BYTES': '1'}, 'every store failed',
+               str(small), '2 of 2 modules are not in the cache')
+
+
 def main():
     kiln = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
@@ -45,6 +76,9 @@ def main():
         check(sum(r['compiles'] for r in first) == modules,
               f'8 processes compile each module once in total (compiles {[r["compiles"] for r in first]})')
         check(all(r['compiles'] + r['disk_hits'] == modules for r in first), 'every process got every module')
+        check(all(r['compile_ms'] > 0 for r in first if r['compiles'] > 0),
+              f'compile_ms counts the compiles ({[(r["compiles"], r["compile_ms"]) for r in first]})')
+        check(all(r.get('kept') == modules for r in first), f'every process sees every module kept ({first[0]})')
 
         second = warm_all(kiln, env, 1)[0]
         check(second['compiles'] == 0 and second['disk_hits'] == modules,
@@ -72,6 +106,7 @@ def main():
         check(counters['disk_hits'] + counters['compiles'] == sum(2 if d['fp8_act_quant']['twin'] else 1
                                                                   for d in resolved),
               f'info resolved the quantizer on {len(resolved)} device(s) through the caches ({counters})')
+        test_nothing_kept(kiln, pathlib.Path(tmp))
     if FAILURES:
         print(f'{len(FAILURES)} check(s) failed')
         return 1

@@ -16,7 +16,12 @@ std::vector<Target> requested_targets(const std::string& arch) {
     return nvrtc_targets(archs);
   }
   if (arch == "auto") return {auto_target()};
-  return {parse_supported_target(arch, archs, "--arch")};
+  try {
+    return {parse_supported_target(arch, archs, "--arch")};
+  } catch (const Error& e) {
+    // Why re-thrown: a bad --arch is the command line's fault (exit 2), unlike a bad KILN_ARCH.
+    throw CLI::ValidationError(e.what());
+  }
 }
 
 void parallel_for(std::size_t count, unsigned threads, const std::function<void(std::size_t)>& work) {

@@ -2,6 +2,7 @@
 // one target, the auto target or every arch NVRTC knows; dump writes what came out into a folder.
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,7 +14,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -56,13 +56,39 @@ struct LoadedSource {
   KernelSource source;
 };
 
+/// Reads the `--source` file. A folder, a missing or unreadable file is the command line's fault
+/// (exit 2), named as `--source`: an ifstream "opens" a folder and reads nothing, which used to
+/// compile an empty module and exit 0.
 std::unique_ptr<LoadedSource> load_source_file(const std::string& path, const std::string& family) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_error("--source: cannot read '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
+  const auto refuse = [&](const std::string& why) {
+    throw CLI::ValidationError("--source", "cannot read '" + path + "': " + why + " (expected a .cu file)");
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) refuse(std::strerror(errno));
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    const int error = errno;
+    ::close(fd);
+    refuse(std::strerror(error));
+  }
+  if (S_ISDIR(info.st_mode)) {
+    ::close(fd);
+    refuse("it is a folder");
+  }
   auto loaded = std::make_unique<LoadedSource>();
-  loaded->text = text.str();
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      refuse(std::strerror(error));
+    }
+    if (n == 0) break;
+    loaded->text.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
   loaded->source.module = std::filesystem::path(path).stem().string();
   loaded->source.family = family;
   loaded->source.text = loaded->text;
@@ -79,7 +105,7 @@ std::vector<const KernelSource*> requested_modules(const CompileArgs& args, cons
   if (const auto* source = find_module(args.module)) return {source};
   std::string names;
   for (const auto& source : embedded_modules()) names += (names.empty() ? "" : ", ") + source.module;
-  throw_invalid_argument("--module", "an embedded module (" + names + ")", "'" + args.module + "'");
+  throw CLI::ValidationError("--module", "expected an embedded module (" + names + "), got '" + args.module + "'");
 }
 
 struct Job {
@@ -87,6 +113,7 @@ struct Job {
   Target target;
   std::optional<CompiledModule> module;
   std::string error;
+  bool written = false;  ///< every file of the module is in `--out`
 };
 
 /// Compile every job on `threads` workers; NVRTC compiles independent programs in parallel.
@@ -138,21 +165,23 @@ void write_sass(const std::string& cuobjdump, const std::string& dir, const std:
     throw_error("--sass: cannot rename '" + temp + "': " + std::strerror(errno));
 }
 
-void print_table(const std::vector<Job>& jobs) {
-  std::printf("%-28s %-12s %-5s %10s %10s %11s\n", "module", "target", "kind", "ptx B", "cubin B", "compile ms");
+void print_table(const std::vector<Job>& jobs, bool dumping) {
+  std::printf("%-28s %-12s %-5s %10s %10s %11s%s\n", "module", "target", "kind", "ptx B", "cubin B", "compile ms",
+              dumping ? "  files" : "");
   for (const auto& job : jobs) {
+    const char* files = !dumping ? "" : job.written ? "  written" : "  NOT WRITTEN";
     if (!job.module) {
-      std::printf("%-28s %-12s %-5s %10s %10s %11s\n", job.source->module.c_str(), job.target.name().c_str(),
-                  std::string(to_string(job.target.kind)).c_str(), "-", "-", "FAILED");
+      std::printf("%-28s %-12s %-5s %10s %10s %11s%s\n", job.source->module.c_str(), job.target.name().c_str(),
+                  std::string(to_string(job.target.kind)).c_str(), "-", "-", "FAILED", files);
       continue;
     }
-    std::printf("%-28s %-12s %-5s %10zu %10zu %11.1f\n", job.source->module.c_str(), job.target.name().c_str(),
+    std::printf("%-28s %-12s %-5s %10zu %10zu %11.1f%s\n", job.source->module.c_str(), job.target.name().c_str(),
                 std::string(to_string(job.target.kind)).c_str(), job.module->ptx.size(), job.module->cubin.size(),
-                job.module->compile_ms);
+                job.module->compile_ms, files);
   }
 }
 
-nlohmann::json to_json(const std::vector<Job>& jobs, std::size_t skipped, double wall_ms) {
+nlohmann::json to_json(const std::vector<Job>& jobs, std::size_t skipped, double wall_ms, const std::string& out) {
   auto rows = nlohmann::json::array();
   for (const auto& job : jobs) {
     nlohmann::json row{{"module", job.source->module}, {"target", job.target.name()},
@@ -162,12 +191,19 @@ nlohmann::json to_json(const std::vector<Job>& jobs, std::size_t skipped, double
       row["cubin_bytes"] = job.module->cubin.size();
       row["compile_ms"] = job.module->compile_ms;
       row["options"] = job.module->options;
-    } else {
-      row["error"] = job.error;
     }
+    if (!job.error.empty()) row["error"] = job.error;
+    if (!out.empty()) row["written"] = job.written;
     rows.push_back(row);
   }
-  return {{"compiles", rows}, {"skipped", skipped}, {"wall_ms", wall_ms}};
+  nlohmann::json result{{"compiles", rows}, {"skipped", skipped}, {"wall_ms", wall_ms}};
+  if (!out.empty()) {
+    std::size_t written = 0;
+    for (const auto& job : jobs) written += job.written ? 1 : 0;
+    result["out"] = out;
+    result["written"] = written;
+  }
+  return result;
 }
 
 void run(const CompileArgs& args) {
@@ -189,6 +225,16 @@ void run(const CompileArgs& args) {
                 (targets.size() == 1 ? targets[0].name() : "the requested targets") +
                 " (hopper modules build only for sm_90/sm_90a)");
 
+  if (!args.out.empty()) {
+    // Why before compiling: an --out that cannot be a folder (under a regular file, no space, no
+    // permission) would otherwise cost every compile and end in one write error per module.
+    std::error_code error;
+    std::filesystem::create_directories(args.out, error);
+    if (error || !std::filesystem::is_directory(args.out, error))
+      throw_error("--out: cannot create the folder '" + args.out + "': " +
+                  (error ? error.message() : std::string("not a folder")) + "; nothing written");
+  }
+
   const Compiler compiler;
   const auto start = std::chrono::steady_clock::now();
   run_jobs(jobs, args.jobs, compiler);
@@ -196,32 +242,38 @@ void run(const CompileArgs& args) {
 
   const auto cuobjdump = args.sass ? find_on_path("cuobjdump") : std::nullopt;
   if (args.sass && !cuobjdump) logger().warn("--sass: cuobjdump is not on the PATH; no SASS written");
-  std::size_t failed = 0;
+  std::size_t compile_failed = 0;
+  std::size_t write_failed = 0;
   for (auto& job : jobs) {
+    if (!job.module) ++compile_failed;
     if (job.module && !args.out.empty()) {
       try {
         dump_module(*job.module, *job.source, args.out);
         if (cuobjdump && !job.module->cubin.empty())
           write_sass(*cuobjdump, args.out, job.module->module + "." + job.target.name());
+        job.written = true;
       } catch (const std::exception& e) {
         job.error = e.what();
+        ++write_failed;
       }
     }
-    if (!job.error.empty()) {
-      ++failed;
-      std::fprintf(stderr, "kiln: %s\n", job.error.c_str());
-    }
+    if (!job.error.empty()) std::fprintf(stderr, "kiln: %s\n", job.error.c_str());
   }
+  const std::size_t written = jobs.size() - compile_failed - write_failed;
 
   if (args.json) {
-    std::printf("%s\n", to_json(jobs, skipped, wall_ms).dump(2).c_str());
+    std::printf("%s\n", to_json(jobs, skipped, wall_ms, args.out).dump(2).c_str());
   } else {
-    print_table(jobs);
-    std::printf("%zu compiled, %zu failed, %zu skipped (family not carried by the target); %zu parallel, wall %.1f ms%s%s\n",
-                jobs.size() - failed, failed, skipped, std::min<std::size_t>(args.jobs, jobs.size()), wall_ms,
-                args.out.empty() ? "" : "; written to ", args.out.c_str());
+    print_table(jobs, !args.out.empty());
+    std::string files;
+    if (!args.out.empty())
+      files = written == 0 ? "; nothing written to " + args.out
+                           : "; " + std::to_string(written) + " of " + std::to_string(jobs.size()) + " written to " + args.out;
+    std::printf("%zu compiled, %zu failed, %zu skipped (family not carried by the target); %zu parallel, wall %.1f ms%s\n",
+                jobs.size() - compile_failed, compile_failed, skipped, std::min<std::size_t>(args.jobs, jobs.size()),
+                wall_ms, files.c_str());
   }
-  if (failed != 0) set_exit_code(1);
+  if (compile_failed != 0 || write_failed != 0) set_exit_code(EXIT_FAILED);
 }
 
 void add_common_options(CLI::App* cmd, const std::shared_ptr<CompileArgs>& args) {
@@ -233,7 +285,7 @@ void add_common_options(CLI::App* cmd, const std::shared_ptr<CompileArgs>& args)
       ->check(CLI::IsMember({"common", "hopper"}))
       ->needs(source);
   source->excludes("--module");
-  cmd->add_option("--jobs", args->jobs, "Compiles in parallel (default: the CPU count)")->check(CLI::PositiveNumber);
+  cmd->add_option("--jobs", args->jobs, "Compiles in parallel (default: the CPU count)")->check(integer_in(1, 256));
   cmd->add_flag("--json", args->json, "Print JSON");
 }
 

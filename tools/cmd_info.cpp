@@ -1,9 +1,13 @@
 // kiln info: what this machine offers kiln (NVRTC, driver, GPUs and their targets, levers, caches).
+// The diagnostic command: a bad setting is reported with everything else, then exit status 1.
 #include <cstdio>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "base/env.hpp"
 #include "cache/disk/disk_cache.hpp"
 #include "cache/module_provider.hpp"
 #include "cli_common.hpp"
@@ -31,13 +35,47 @@ void add_counters(ModuleCacheCounters& sum, const ModuleCacheCounters& more) {
   sum.failures += more.failures;
 }
 
+/// KILN_ARCH, checked without throwing: `info` is where a person looks when a setting is wrong, so
+/// a bad value is reported beside everything else instead of replacing it.
+struct ArchSetting {
+  std::optional<Target> target;
+  std::string error;  ///< non-empty: the value is invalid
+};
+
+ArchSetting arch_setting(const std::vector<int>& archs) {
+  ArchSetting setting;
+  try {
+    setting.target = target_override_from_env();
+  } catch (const std::exception& e) {
+    std::string supported;
+    for (int arch : archs) supported += (supported.empty() ? "" : " ") + std::to_string(arch);
+    std::string detail = e.what();
+    if (detail.rfind("KILN_ARCH: ", 0) == 0) detail.erase(0, 11);
+    setting.error = "KILN_ARCH: invalid '" + env_value("KILN_ARCH").value_or("") +
+                    "' (expected sm_XY[a] or compute_XY[a] that NVRTC supports: " + supported + "): " + detail;
+  }
+  return setting;
+}
+
+TargetChoice default_target_choice_or(const DeviceInfo& device, std::optional<Version> driver,
+                                      const ArchSetting& arch) {
+  if (arch.error.empty()) return default_target_choice(device, driver);
+  const TargetChoice own = select_target(TargetInputs{device.cc, nvrtc_supported_archs(), nvrtc_version(), driver});
+  return TargetChoice{std::nullopt, "none while KILN_ARCH is invalid; without it: " +
+                                        (own.target ? own.target->name() + ", " : std::string()) + own.reason};
+}
+
 nlohmann::json info_json() {
   const auto nvrtc = nvrtc_version();
+  const auto archs = nvrtc_supported_archs();
+  const ArchSetting arch = arch_setting(archs);
   const DriverStatus driver = driver_status();
   auto devices = nlohmann::json::array();
   ModuleCacheCounters memory;
   for (const auto& device : driver.devices) {
-    const TargetChoice choice = default_target_choice(device, driver.version);
+    // Why not default_target_choice with a bad KILN_ARCH: it throws, and a Service would too; the
+    // device's own target still tells the person what kiln would do once the setting is fixed.
+    const TargetChoice choice = default_target_choice_or(device, driver.version, arch);
     // What a runtime embedding kiln gets on this device: the quantizer resolved through the caches.
     nlohmann::json quantizer = nullptr;
     if (choice.target) {
@@ -55,22 +93,27 @@ nlohmann::json info_json() {
                        {"target_reason", choice.reason},
                        {"fp8_act_quant", quantizer}});
   }
-  const DiskCache cache = DiskCache::from_env(nvrtc);
-  const auto status = cache.status();
+  // Why the process's cache rather than a DiskCache of our own: each one checks the folder and
+  // warns, so a second instance printed every cache warning twice.
+  const auto cache = process_disk_cache();
+  const auto status = cache->status();
+  auto problems = nlohmann::json::array();
+  if (!arch.error.empty()) problems.push_back(arch.error);
   return {
       {"kiln", std::string(version_string())},
-      {"nvrtc", {{"version", version_text(nvrtc)}, {"archs", nvrtc_supported_archs()}}},
+      {"nvrtc", {{"version", version_text(nvrtc)}, {"archs", archs}}},
       {"driver",
        {{"available", driver.available}, {"version", version_text(driver.version)}, {"reason", driver.reason}}},
       {"devices", devices},
-      {"default_target", auto_target().name()},
+      {"default_target", arch.error.empty() ? nlohmann::json(auto_target().name()) : nlohmann::json(nullptr)},
       {"modules", embedded_modules().size()},
       {"disk_cache", {{"mode", std::string(to_string(status.mode))}, {"dir", status.dir}, {"reason", status.reason},
-                      {"max_bytes", cache.config().max_bytes}}},
+                      {"max_bytes", cache->config().max_bytes}}},
       {"levers",
        {{"KILN_FP8_ACT_QUANT_HOPPER", ops::fp8_act_quant_hopper_enabled()}, {"KILN_LINEINFO", lineinfo_from_env()},
-        {"KILN_ARCH", target_override_from_env() ? target_override_from_env()->name() : ""}}},
-      {"counters", counters_json(ServiceCounters{memory, process_disk_cache()->counters()})},
+        {"KILN_ARCH", arch.target ? arch.target->name() : env_value("KILN_ARCH").value_or("")}}},
+      {"counters", counters_json(ServiceCounters{memory, cache->counters()})},
+      {"problems", problems},
   };
 }
 
@@ -83,7 +126,10 @@ void print_info(const nlohmann::json& info) {
     std::printf("driver: CUDA %s\n", info["driver"]["version"].get<std::string>().c_str());
   else
     std::printf("driver: not available: %s\n", info["driver"]["reason"].get<std::string>().c_str());
-  if (info["devices"].empty()) std::printf("GPUs: none; default target %s\n", info["default_target"].get<std::string>().c_str());
+  if (info["devices"].empty())
+    std::printf("GPUs: none; default target %s\n",
+                info["default_target"].is_null() ? "none (KILN_ARCH is invalid)"
+                                                 : info["default_target"].get<std::string>().c_str());
   for (const auto& device : info["devices"])
     std::printf("GPU %d: %s, compute capability %s, %u SMs, target %s (%s)\n", device["ordinal"].get<int>(),
                 device["name"].get<std::string>().c_str(), device["compute_capability"].get<std::string>().c_str(),
@@ -120,6 +166,9 @@ void add_info_command(CLI::App& app) {
       std::printf("%s\n", info.dump(2).c_str());
     else
       print_info(info);
+    // Why last: everything above is still worth reading when a setting is bad.
+    for (const auto& problem : info["problems"]) std::fprintf(stderr, "kiln: %s\n", problem.get<std::string>().c_str());
+    if (!info["problems"].empty()) set_exit_code(EXIT_FAILED);
   });
 }
 

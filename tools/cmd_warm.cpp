@@ -1,16 +1,18 @@
 // kiln warm: fill the disk cache ahead of time (container images, fleets), compiling in parallel.
-// Needs no GPU: it compiles and caches; the driver loads the binaries later.
+// Needs no GPU: it compiles and caches; the driver loads the binaries later. Exits 1 unless every
+// module ends up in the cache folder, so an image build cannot ship a cold cache unnoticed.
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "base/log.hpp"
 #include "cache/disk/disk_cache.hpp"
 #include "cache/module_provider.hpp"
 #include "cache/prefetch.hpp"
@@ -33,19 +35,64 @@ struct WarmJob {
   const KernelSource* source;
   Target target;
   bool from_disk = false;
+  double compile_ms = 0;  ///< this process's compile, when not from disk
   std::string error;
 };
 
+/// The summary a container build reads: one JSON object (`--json`) or one line, and why nothing
+/// or not everything was kept, on stderr.
+struct WarmReport {
+  std::size_t modules = 0;
+  std::size_t failed = 0;
+  std::size_t kept = 0;
+  double wall_ms = 0;
+  std::string problem;  ///< empty when every module that compiled is in the cache folder
+};
+
+void print_report(const WarmArgs& args, const WarmReport& report, const DiskCache& disk,
+                  const ModuleCacheCounters& memory) {
+  const auto status = disk.status();
+  const auto counters = disk.counters();
+  if (args.json) {
+    nlohmann::json out = counters_json(ServiceCounters{memory, counters});
+    out["modules"] = report.modules;
+    out["failed"] = report.failed;
+    out["kept"] = report.kept;
+    out["wall_ms"] = report.wall_ms;
+    out["cache"] = {{"mode", std::string(to_string(status.mode))}, {"dir", status.dir}, {"reason", status.reason}};
+    if (!report.problem.empty()) out["error"] = report.problem;
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::printf("%zu modules: %llu compiled, %llu already cached, %zu failed, %zu kept; %.1f ms; cache %s\n",
+                report.modules, static_cast<unsigned long long>(counters.compiles),
+                static_cast<unsigned long long>(counters.disk_hits), report.failed, report.kept, report.wall_ms,
+                status.dir.empty() ? "(no folder)" : status.dir.c_str());
+  }
+  if (!report.problem.empty()) std::fprintf(stderr, "kiln warm: %s\n", report.problem.c_str());
+}
+
 void run(const WarmArgs& args) {
-  const auto disk = process_disk_cache();
-  if (disk->status().mode != DiskCacheMode::read_write)
-    logger().warn("kiln warm: the disk cache is {} ({}): compiling, but nothing will be kept",
-                  to_string(disk->status().mode), disk->status().reason);
   std::vector<WarmJob> jobs;
   for (const auto& target : requested_targets(args.arch))
-    for (const KernelSource* source : carried_modules(target)) jobs.push_back(WarmJob{source, target, false, {}});
+    for (const KernelSource* source : carried_modules(target)) jobs.push_back(WarmJob{source, target, false, 0, {}});
 
-  const ModuleProvider provider = make_module_provider(disk, Compiler());
+  const auto disk = process_disk_cache();
+  const auto status = disk->status();
+  WarmReport report;
+  report.modules = jobs.size();
+  if (status.mode != DiskCacheMode::read_write) {
+    // Why nothing is compiled: warm exists to fill the folder, and a container build that goes on
+    // with an empty cache must stop here, told why and which folder.
+    report.problem = "nothing can be kept: the disk cache is " + std::string(to_string(status.mode)) +
+                     (status.dir.empty() ? "" : " at '" + status.dir + "'") + " (" + status.reason +
+                     "); no module compiled";
+    print_report(args, report, *disk, ModuleCacheCounters{});
+    set_exit_code(EXIT_FAILED);
+    return;
+  }
+
+  const Compiler compiler;
+  const ModuleProvider provider = make_module_provider(disk, compiler);
   const bool progress = !args.json && ::isatty(STDERR_FILENO);
   std::atomic<std::size_t> done{0};
   std::mutex print;
@@ -53,7 +100,9 @@ void run(const WarmArgs& args) {
   parallel_for(jobs.size(), args.jobs, [&](std::size_t i) {
     auto& job = jobs[i];
     try {
-      job.from_disk = provider.provide(*job.source, job.target).from_disk;
+      const ProvidedModule provided = provider.provide(*job.source, job.target);
+      job.from_disk = provided.from_disk;
+      if (!job.from_disk) job.compile_ms = provided.module.compile_ms;
     } catch (const std::exception& e) {
       job.error = e.what();
     }
@@ -65,28 +114,42 @@ void run(const WarmArgs& args) {
     }
   });
   if (progress) std::fprintf(stderr, "\n");
-  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  report.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
-  std::size_t failed = 0;
-  for (const auto& job : jobs)
+  // Why the memory counters are gathered here: warm loads nothing, so no ModuleCache counts its
+  // compiles; without this, `compile_ms` read 0 after any number of compiles.
+  ModuleCacheCounters memory;
+  std::vector<std::string> missing;
+  for (const auto& job : jobs) {
     if (!job.error.empty()) {
-      ++failed;
-      std::fprintf(stderr, "kiln: %s %s: %s\n", job.source->module.c_str(), job.target.name().c_str(), job.error.c_str());
+      ++report.failed;
+      std::fprintf(stderr, "kiln: %s %s: %s\n", job.source->module.c_str(), job.target.name().c_str(),
+                   job.error.c_str());
+      continue;
     }
-  const auto counters = disk->counters();
-  if (args.json) {
-    // Why no memory counters: warm compiles and caches only, it loads nothing.
-    nlohmann::json out = counters_json(ServiceCounters{ModuleCacheCounters{}, counters});
-    out["modules"] = jobs.size();
-    out["failed"] = failed;
-    out["wall_ms"] = wall_ms;
-    std::printf("%s\n", out.dump().c_str());
-  } else {
-    std::printf("%zu modules: %llu compiled, %llu already cached, %zu failed; %.1f ms; cache %s\n", jobs.size(),
-                static_cast<unsigned long long>(counters.compiles), static_cast<unsigned long long>(counters.disk_hits),
-                failed, wall_ms, disk->status().dir.c_str());
+    if (!job.from_disk) {
+      ++memory.compiles;
+      memory.compile_ms += job.compile_ms;
+    }
+    // Why look in the folder rather than trust the store: a store can fail (full disk, an entry
+    // above KILN_CACHE_MAX_BYTES) or a later store can evict it, and each costs only a warning.
+    const CacheKey key = module_cache_key(*job.source, job.target, compiler.options(job.target));
+    const std::string path = status.dir + "/" + DiskCache::entry_name(key, job.source->module, job.target);
+    if (::access(path.c_str(), F_OK) == 0)
+      ++report.kept;
+    else
+      missing.push_back(job.source->module + " " + job.target.name());
   }
-  if (failed != 0) set_exit_code(1);
+  if (!missing.empty()) {
+    std::string names;
+    for (const auto& name : missing) names += (names.empty() ? "" : ", ") + name;
+    report.problem = std::to_string(missing.size()) + " of " + std::to_string(jobs.size()) +
+                     " modules are not in the cache at '" + status.dir + "' (" +
+                     std::to_string(disk->counters().store_failures) + " stores failed, " +
+                     std::to_string(disk->counters().evictions) + " evicted): " + names;
+  }
+  print_report(args, report, *disk, memory);
+  if (report.failed != 0 || !missing.empty()) set_exit_code(EXIT_FAILED);
 }
 
 }  // namespace
@@ -95,7 +158,7 @@ void add_warm_command(CLI::App& app) {
   auto args = std::make_shared<WarmArgs>();
   auto* cmd = app.add_subcommand("warm", "Fill the disk cache ahead of time (no GPU needed), compiling in parallel");
   cmd->add_option("--arch", args->arch, "Target: sm_90a, ...; auto (KILN_ARCH, else this GPU, else sm_90a); all");
-  cmd->add_option("--jobs", args->jobs, "Compiles in parallel (default: the CPU count)")->check(CLI::PositiveNumber);
+  cmd->add_option("--jobs", args->jobs, "Compiles in parallel (default: the CPU count)")->check(integer_in(1, 256));
   cmd->add_flag("--json", args->json, "End with this process's counters as one JSON object");
   cmd->callback([args] { run(*args); });
 }

@@ -18,6 +18,12 @@ void add_cache_command(CLI::App& app);
 /// `kiln bench` and its hidden `bench-child` (tools/cmd_bench.cpp; built unless -Dbench=false).
 void add_bench_command(CLI::App& app);
 
+/// kiln's exit statuses (`kiln --help` lists them): a usage error is anything wrong with the
+/// command line itself (unknown command or option, a missing or bad value); a failure is work that
+/// did not get done (a compile, a write, a check, a bad environment setting).
+constexpr int EXIT_FAILED = 1;
+constexpr int EXIT_USAGE = 2;
+
 /// The process's exit status, set by a subcommand that fails without throwing (e.g. a check that
 /// found bad entries).
 int exit_code();

@@ -5,9 +5,13 @@
 // becomes `--m=`, `--k=` or `--sm-count=` plus the rest (chosen by its second byte), so the
 // fuzzer spends its time on the numbers. Invariant: every input ends in a parse (and the pick's
 // printout) or a CLI::ParseError or kiln::Error, which `kiln` turns into a message and an exit
-// status; anything else (another exception, a crash, undefined behaviour) is a bug.
+// status; anything else (another exception, a crash, undefined behaviour) is a bug. So is CLI11's
+// bare "Could not convert" for a number option: its check (integer_in) must reject, with the
+// option's range, every text that does not convert.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -48,6 +52,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::reverse(args.begin(), args.end());  // CLI11 takes them last first
   try {
     app.parse(args);
+  } catch (const CLI::ConversionError& e) {
+    const std::string message = e.what();
+    for (const char* option : {"--m ", "--k ", "--sm-count "})
+      if (message.find(option) != std::string::npos) {
+        std::fprintf(stderr, "a number option reached CLI11's conversion unchecked: %s\n", e.what());
+        std::abort();
+      }
   } catch (const CLI::ParseError&) {
   } catch (const kiln::Error&) {
   }

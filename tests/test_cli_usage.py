@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""The kiln command line's exit statuses, as a script sees them: 0 success, 1 failure, 2 usage
+error. Every usage error names the option (or command) and what it accepts.
+
+Usage: test_cli_usage.py KILN_EXECUTABLE
+"""
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+FAILURES = []
+
+
+def check(condition, what, detail=''):
+    print(('ok   ' if condition else 'FAIL ') + what + ('' if condition or not detail else f'\n     {detail}'))
+    if not condition:
+        FAILURES.append(what)
+
+
+def run(kiln, *args, env=None):
+    return subprocess.run([kiln, *args], capture_output=True, text=True, env={**os.environ, **(env or {})},
+                          timeout=240)
+
+
+def usage_error(kiln, args, *words, env=None):
+    """`kiln ARGS` exits 2 and its message holds every one of `words`."""
+    done = run(kiln, *args, env=env)
+    shown = ' '.join(args)
+    check(done.returncode == 2, f'kiln {shown}: exit 2 (got {done.returncode})', done.stderr.strip())
+    check(all(word in done.stderr for word in words), f'kiln {shown}: the message names {words}',
+          done.stderr.strip()[:600])
+    check(len(done.stderr) < 1000, f'kiln {shown}: the message is short ({len(done.stderr)} characters)')
+    return done
+
+
+def test_usage_errors(kiln, tmp):
+    usage_error(kiln, ['warm', '--jobs', '0'], '--jobs', '1..256', "'0'")
+    usage_error(kiln, ['dump', '--jobs', '0', '--out', str(tmp / 'jobs')], '--jobs', '1..256')
+    usage_error(kiln, ['pick', '--m', '-1', '--k', '7168'], '--m', '1..2147483647', "'-1'")
+    usage_error(kiln, ['pick', '--m', 'abc', '--k', '7168'], '--m', '1..2147483647', "'abc'")
+    usage_error(kiln, ['pick', '--m', '99999999999999999999999', '--k', '7168'], '--m', '1..2147483647')
+    usage_error(kiln, ['pick', '--m', '16', '--k', '100'], '--k', 'multiple of 128', "'100'")
+    usage_error(kiln, ['pick', '--m', '16', '--k', '7168', '--sm-count', '0'], '--sm-count', '1..65535')
+    usage_error(kiln, ['pick', '--k', '7168'], '--m')
+    usage_error(kiln, ['info', '--frobnicate'], '--frobnicate')
+    usage_error(kiln, ['frobnicate'], "unknown command 'frobnicate'", 'info', 'warm')
+    usage_error(kiln, ['--frobnicate'], "'--frobnicate'", 'info')
+    usage_error(kiln, ['cache', 'frobnicate'], "'frobnicate'", 'stats', 'verify', 'clear')
+    usage_error(kiln, ['compile', '--arch', 'sm_999'], '--arch', 'sm_999')
+    usage_error(kiln, ['compile', '--module', 'nope'], '--module', 'per_token_group_quant_fp8')
+    # A bad environment setting is not a usage error: the command line was fine.
+    done = run(kiln, 'compile', '--module', 'per_token_group_quant_fp8', env={'KILN_ARCH': 'garbage'})
+    check(done.returncode == 1, f'a bad KILN_ARCH is a failure, exit 1 (got {done.returncode})', done.stderr)
+
+
+def test_source_must_be_a_file(kiln, tmp):
+    for path, why in ((tmp, 'folder'), (tmp / 'missing.cu', 'No such file')):
+        done = run(kiln, 'compile', '--source', str(path), '--arch', 'sm_90a')
+        check(done.returncode == 2, f'--source {path}: exit 2 (got {done.returncode})', done.stdout + done.stderr)
+        check('--source' in done.stderr and str(path) in done.stderr and why in done.stderr,
+              f'--source {path}: the message names the option, the path and why', done.stderr)
+        check('compiled' not in done.stdout, f'--source {path}: nothing compiled', done.stdout)
+
+
+def test_success_and_help(kiln):
+    done = run(kiln, 'pick', '--m', '4096', '--k', '7168')
+    check(done.returncode == 0 and 'kernel:' in done.stdout, f'a good pick exits 0 ({done.returncode})', done.stderr)
+    done = run(kiln, 'pick', '--m', '2147483647', '--k', '4294967168', '--sm-count', '65535')
+    check(done.returncode == 0, f'the ends of the ranges are accepted ({done.returncode})', done.stderr)
+    done = run(kiln, '--help')
+    check(done.returncode == 0, f'--help exits 0 ({done.returncode})')
+    check('Exit status' in done.stdout and '2 usage error' in done.stdout and '1 failure' in done.stdout,
+          '--help documents the exit statuses', done.stdout[-600:])
+    done = run(kiln, '--version')
+    check(done.returncode == 0 and done.stdout.strip() != '', f'--version exits 0 ({done.returncode})')
+
+
+def main():
+    kiln = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        test_usage_errors(kiln, tmp)
+        test_source_must_be_a_file(kiln, tmp)
+        test_success_and_help(kiln)
+    if FAILURES:
+        print(f'{len(FAILURES)} check(s) failed')
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
