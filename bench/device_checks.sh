@@ -10,6 +10,7 @@ step() { printf '\n### %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 {
 step env; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 step gpu_fp8; KILN_CACHE_DIR=$w/c1 $B/test_gpu_fp8 --durations yes; echo "exit $?"
+step gpu_leaks; KILN_CACHE_DIR=$w/c6 $B/test_gpu_leaks --durations yes; echo "exit $?"
 step example_c; KILN_CACHE_DIR=$w/c2 $B/example_c --gpu; echo "exit $?"
 step example_rust; KILN_CACHE_DIR=$w/c3 $B/example_rust --gpu; echo "exit $?"
 step example_python; KILN_CACHE_DIR=$w/c4 python3 examples/python/quantize.py --lib $PWD/.carry/lib/libkiln.so.0 --gpu; echo "exit $?"

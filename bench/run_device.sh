@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark run on the GPU machine (kiln issue 6), from the repository root:
+# The benchmark run on the GPU machine (kiln bench and its peers), from the repository root:
 #   kiln bench --json, the Triton baseline (kernel times at kiln's shapes; first call cold and warm),
 #   the CuPy RawModule peer (same sources, cold and warm), then merge_results.py.
 #

@@ -1,4 +1,4 @@
-// kiln bench: the benchmark of issue 6 in one run. Host parts (pick_with, NVRTC, disk cache) run
+// kiln bench: the whole benchmark in one run. Host parts (pick_with, NVRTC, disk cache) run
 // anywhere; the GPU parts (JIT processes, launch costs, ceiling, arms, decode, floor) need GPU 0,
 // and without one `kiln bench` says so and exits 77 after the host parts.
 #include <ctime>

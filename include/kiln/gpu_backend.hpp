@@ -51,7 +51,7 @@ class GpuBackend {
                       void* stream, void** args) = 0;
 };
 
-/// The seed's free-function forms.
+/// The original design's free-function forms.
 inline KernelHandle try_kernel(GpuBackend& gpu, std::string_view module, std::string_view entry) {
   return gpu.try_kernel(module, entry);
 }

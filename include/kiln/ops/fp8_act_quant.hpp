@@ -1,7 +1,7 @@
 #pragma once
 /// @file
 /// The per-token-group FP8 activation quantizers a layer can launch, and the grid each one needs
-/// (port of the seed `fp8_act_quant.rs`).
+/// (port of kiln's original pick/grid design: reject order, reasons and one-flag pick kept).
 ///
 /// Invariant: `Fp8ActQuant::pick_with` takes the kernel handle and the grid from the same `twin`
 /// flag, so a pick never pairs one kernel with the other's grid.
@@ -42,7 +42,7 @@ inline constexpr std::uint32_t FP8_QUANT_GROUP = 128;
 /// K-groups one pass of a Hopper CTA covers: 128 threads / 8 threads per group, as
 /// `HQ_GROUPS_PER_CTA` in the `.cu`. The kernel derives its group span from `gridDim.y`, so this
 /// value sets only the largest Y extent kiln launches (`ceil(L / 16)`: every slot busy).
-/// 2026-12-03: 16, up from the seed's 8, with the twin's geometry measured on the H200
+/// 2026-12-03: 16, up from the original design's 8, with the twin's geometry measured on the H200
 /// (bench/results/2026-12-03-h200-twin-geometry.md).
 inline constexpr std::uint32_t FP8_QUANT_HOPPER_GROUPS_PER_CTA = 16;
 /// Threads per K-group in a Hopper CTA, and the elements each owns (two runs of 8).

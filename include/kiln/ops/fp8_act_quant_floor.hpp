@@ -14,7 +14,7 @@ namespace kiln::ops {
 /// The twin must fill the device: at least this many of its CTAs per SM, else the shared kernel
 /// (one CTA per group, 16x the CTAs) runs. The floor counts CTAs, not tokens, because the same M
 /// is a different amount of work at a different K.
-/// 2026-12-03: 0.5, down from the seed's 2. The twin's CTAs now cover 16 K-groups, not 8, and
+/// 2026-12-03: 0.5, down from the original design's 2. The twin's CTAs now cover 16 K-groups, not 8, and
 /// re-measured at the floor's points on the H200 (bench/results/2026-12-03-h200.md, "floor") the
 /// shared kernel wins up to ~51 twin CTAs, the two tie at 64-75 and the twin wins from 100.
 inline constexpr double FP8_QUANT_MIN_CTAS_PER_SM = 0.5;
