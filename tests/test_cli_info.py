@@ -10,15 +10,7 @@ import pathlib
 import subprocess
 import sys
 import tempfile
-
-FAILURES = []
-
-
-def check(condition, what, detail=''):
-    print(('ok   ' if condition else 'FAIL ') + what + ('' if condition or not detail else f'\n     {detail}'))
-    if not condition:
-        FAILURES.append(what)
-
+from checks import check, exit_status
 
 def info(kiln, env, *args):
     return subprocess.run([kiln, 'info', *args], capture_output=True, text=True, env=env, timeout=240)
@@ -89,10 +81,7 @@ def main():
         test_bad_arch(kiln, env)
         test_good_settings(kiln, env)
         test_one_warning_each(kiln, env, tmp)
-    if FAILURES:
-        print(f'{len(FAILURES)} check(s) failed')
-        return 1
-    return 0
+    return exit_status()
 
 
 if __name__ == '__main__':

@@ -9,15 +9,7 @@ import pathlib
 import subprocess
 import sys
 import tempfile
-
-FAILURES = []
-
-
-def check(condition, what, detail=''):
-    print(('ok   ' if condition else 'FAIL ') + what + ('' if condition or not detail else f'\n     {detail}'))
-    if not condition:
-        FAILURES.append(what)
-
+from checks import check, exit_status
 
 def run(kiln, *args, env=None):
     return subprocess.run([kiln, *args], capture_output=True, text=True, env={**os.environ, **(env or {})},
@@ -84,10 +76,7 @@ def main():
         test_usage_errors(kiln, tmp)
         test_source_must_be_a_file(kiln, tmp)
         test_success_and_help(kiln)
-    if FAILURES:
-        print(f'{len(FAILURES)} check(s) failed')
-        return 1
-    return 0
+    return exit_status()
 
 
 if __name__ == '__main__':

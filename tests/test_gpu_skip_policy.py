@@ -14,14 +14,7 @@ import subprocess
 import sys
 import tempfile
 
-failures = 0
-
-
-def check(condition, what, detail=''):
-    global failures
-    print(('ok: ' if condition else 'FAILED: ') + what + ('' if condition else f'\n{detail}'))
-    if not condition:
-        failures += 1
+from checks import check, exit_status
 
 
 def run(args, library_dir=None):
@@ -78,7 +71,7 @@ def main():
             check(code == 1, f'{what}: kiln selftest fails (exit 1)', f'exit {code}\n{out}')
             check('selftest FAILED: the NVIDIA driver is there but unusable' in out and words in out,
                   f'{what}: kiln selftest says why', out)
-    return 1 if failures else 0
+    return exit_status()
 
 
 if __name__ == '__main__':

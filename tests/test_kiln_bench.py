@@ -10,15 +10,7 @@ import pathlib
 import subprocess
 import sys
 import tempfile
-
-FAILURES = []
-
-
-def check(condition, what):
-    if not condition:
-        FAILURES.append(what)
-        print(f'FAIL: {what}')
-
+from checks import check, exit_status
 
 def run(kiln, *args):
     return subprocess.run([kiln, *args], capture_output=True, text=True, env=dict(os.environ), timeout=240)
@@ -64,8 +56,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_host(kiln, pathlib.Path(tmp))
     test_without_gpu(kiln)
-    print(f'{len(FAILURES)} failures')
-    return 1 if FAILURES else 0
+    return exit_status()
 
 
 if __name__ == '__main__':

@@ -9,15 +9,7 @@ import pathlib
 import subprocess
 import sys
 import tempfile
-
-FAILURES = []
-
-
-def check(condition, what):
-    if not condition:
-        FAILURES.append(what)
-        print(f'FAIL: {what}')
-
+from checks import check, exit_status
 
 def run(kiln, *args, env=None):
     return subprocess.run([kiln, *args], capture_output=True, text=True, env={**os.environ, **(env or {})})
@@ -123,8 +115,7 @@ def main():
         test_table_and_sass(kiln, tmp)
         test_failures(kiln, tmp)
         test_unwritable_out(kiln, tmp)
-    print(f'{len(FAILURES)} failures')
-    return 1 if FAILURES else 0
+    return exit_status()
 
 
 if __name__ == '__main__':

@@ -10,17 +10,11 @@ import os
 import re
 import subprocess
 import sys
+from checks import check, exit_status
 
-FAILURES = []
 TARGET_CTAS = 3072  # FP8_QUANT_HOPPER_TARGET_CTAS
 GROUPS_PER_CTA = 16  # FP8_QUANT_HOPPER_GROUPS_PER_CTA
 MAX_X, MAX_Y = 2**31 - 1, 65535
-
-
-def check(condition, what, detail=''):
-    print(('ok   ' if condition else 'FAIL ') + what + ('' if condition or not detail else f'\n     {detail}'))
-    if not condition:
-        FAILURES.append(what)
 
 
 def pick(kiln, *args):
@@ -128,10 +122,7 @@ def main():
     test_refusals(kiln)
     test_limits(kiln)
     test_why_line(kiln)
-    if FAILURES:
-        print(f'{len(FAILURES)} check(s) failed')
-        return 1
-    return 0
+    return exit_status()
 
 
 if __name__ == '__main__':

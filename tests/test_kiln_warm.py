@@ -13,15 +13,7 @@ import pathlib
 import subprocess
 import sys
 import tempfile
-
-FAILURES = []
-
-
-def check(condition, what):
-    print(('ok   ' if condition else 'FAIL ') + what)
-    if not condition:
-        FAILURES.append(what)
-
+from checks import check, exit_status
 
 def warm_all(kiln, env, count):
     procs = [subprocess.Popen([kiln, 'warm', '--arch', 'sm_90a', '--jobs', '2', '--json'], env=env,
@@ -107,10 +99,7 @@ def main():
                                                                   for d in resolved),
               f'info resolved the quantizer on {len(resolved)} device(s) through the caches ({counters})')
         test_nothing_kept(kiln, pathlib.Path(tmp))
-    if FAILURES:
-        print(f'{len(FAILURES)} check(s) failed')
-        return 1
-    return 0
+    return exit_status()
 
 
 if __name__ == '__main__':

@@ -10,15 +10,7 @@ import pathlib
 import subprocess
 import sys
 import tempfile
-
-FAILURES = []
-
-
-def check(condition, what, detail=''):
-    print(('ok   ' if condition else 'FAIL ') + what + ('' if condition or not detail else f'\n{detail}'))
-    if not condition:
-        FAILURES.append(what)
-
+from checks import check, exit_status
 
 def run(script, env, timeout=300):
     return subprocess.run([str(script)], capture_output=True, text=True, env={**os.environ, **env},
@@ -52,10 +44,7 @@ def main():
     test_bootstrap_checks_toolkit(root)
     with tempfile.TemporaryDirectory() as tmp:
         test_build_shows_failing_step(root, pathlib.Path(tmp))
-    if FAILURES:
-        print(f'{len(FAILURES)} check(s) failed')
-        return 1
-    return 0
+    return exit_status()
 
 
 if __name__ == '__main__':
