@@ -61,6 +61,11 @@ def test_success_and_help(kiln):
     check(done.returncode == 0 and 'kernel:' in done.stdout, f'a good pick exits 0 ({done.returncode})', done.stderr)
     done = run(kiln, 'pick', '--m', '2147483647', '--k', '4294967168', '--sm-count', '65535')
     check(done.returncode == 0, f'the ends of the ranges are accepted ({done.returncode})', done.stderr)
+    # CLI11 alone reads a leading 0 as octal: 010 would be 8 and 08 an error.
+    for text, value in (('010', 10), ('0008', 8), ('000000000000000000008', 8)):
+        done = run(kiln, 'pick', '--m', text, '--k', '7168')
+        check(done.returncode == 0 and done.stdout.startswith(f'm={value} '),
+              f'--m {text} is decimal {value} ({done.returncode})', done.stdout + done.stderr)
     done = run(kiln, '--help')
     check(done.returncode == 0, f'--help exits 0 ({done.returncode})')
     check('Exit status' in done.stdout and '2 usage error' in done.stdout and '1 failure' in done.stdout,

@@ -19,7 +19,8 @@ namespace kiln::cli {
 /// A CLI11 check for an unsigned integer option: decimal digits only, within [lo, hi] and a
 /// multiple of `multiple`. Runs before CLI11 converts the text, so "-1", "abc", "1e3" and overflow
 /// are reported as `--m: expected an integer in 1..2147483647, got '-1'` (CLI11 prefixes the option
-/// name) rather than CLI11's bare "Could not convert" or a 300-digit double bound.
+/// name) rather than CLI11's bare "Could not convert" or a 300-digit double bound. Leading zeros
+/// are decimal: `--m 010` is 10.
 /// Inline: the CLI fuzzer links the pick command without this header's .cpp.
 inline CLI::Validator integer_in(std::uint64_t lo, std::uint64_t hi, std::uint64_t multiple = 1) {
   const std::string expected = multiple == 1 ? "an integer in " + std::to_string(lo) + ".." + std::to_string(hi)
@@ -36,6 +37,8 @@ inline CLI::Validator integer_in(std::uint64_t lo, std::uint64_t hi, std::uint64
       value = value * 10 + digit;
     }
     if (value < lo || value > hi || value % multiple != 0) return failure;
+    // Why rewrite the text: CLI11 reads a leading 0 as octal ("010" would be 8, "08" an error).
+    text = std::to_string(value);
     return {};
   };
   return CLI::Validator(check, "UINT in " + std::to_string(lo) + ".." + std::to_string(hi), "integer_in");

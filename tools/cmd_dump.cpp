@@ -285,7 +285,7 @@ void add_common_options(CLI::App* cmd, const std::shared_ptr<CompileArgs>& args)
       ->check(CLI::IsMember({"common", "hopper"}))
       ->needs(source);
   source->excludes("--module");
-  cmd->add_option("--jobs", args->jobs, "Compiles in parallel (default: the CPU count)")->check(integer_in(1, 256));
+  cmd->add_option("--jobs", args->jobs, "Compiles in parallel (default: the CPU count)")->transform(integer_in(1, 256));
   cmd->add_flag("--json", args->json, "Print JSON");
 }
 

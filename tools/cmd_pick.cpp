@@ -72,12 +72,12 @@ void add_pick_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("pick", "Explain which FP8 quantizer kernel an (M, K) launches and why");
   // Why these bounds: a launch takes m <= 2^31-1 and k a multiple of 128 (0 for either is a no-op,
   // with nothing to pick); a device has at least one SM.
-  cmd->add_option("--m", args->m, "Rows (tokens)")->required()->check(integer_in(1, 2147483647));
+  cmd->add_option("--m", args->m, "Rows (tokens)")->required()->transform(integer_in(1, 2147483647));
   cmd->add_option("--k", args->k, "Columns (hidden size); a multiple of 128")
       ->required()
-      ->check(integer_in(ops::FP8_QUANT_GROUP, 4294967168u, ops::FP8_QUANT_GROUP));
+      ->transform(integer_in(ops::FP8_QUANT_GROUP, 4294967168u, ops::FP8_QUANT_GROUP));
   cmd->add_option("--sm-count", args->sm_count, "SM count of the device (default: 132, the H200)")
-      ->check(integer_in(1, 65535));
+      ->transform(integer_in(1, 65535));
   cmd->add_option("--twin", args->twin, "Lever: on, off, or auto (KILN_FP8_ACT_QUANT_HOPPER)")
       ->check(CLI::IsMember({"on", "off", "auto"}));
   cmd->add_flag("--no-twin-kernel", args->no_twin_kernel, "Pretend the image lacks the Hopper twin");

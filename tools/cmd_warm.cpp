@@ -158,7 +158,7 @@ void add_warm_command(CLI::App& app) {
   auto args = std::make_shared<WarmArgs>();
   auto* cmd = app.add_subcommand("warm", "Fill the disk cache ahead of time (no GPU needed), compiling in parallel");
   cmd->add_option("--arch", args->arch, "Target: sm_90a, ...; auto (KILN_ARCH, else this GPU, else sm_90a); all");
-  cmd->add_option("--jobs", args->jobs, "Compiles in parallel (default: the CPU count)")->check(integer_in(1, 256));
+  cmd->add_option("--jobs", args->jobs, "Compiles in parallel (default: the CPU count)")->transform(integer_in(1, 256));
   cmd->add_flag("--json", args->json, "End with this process's counters as one JSON object");
   cmd->callback([args] { run(*args); });
 }
