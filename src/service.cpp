@@ -1,5 +1,6 @@
 #include "kiln/service.hpp"
 
+#include <map>
 #include <mutex>
 #include <shared_mutex>
 
@@ -22,7 +23,21 @@ struct Service::Parts {
   bool fp8_resolved = false;
   std::uint64_t fp8_generation = 0;
   ops::Fp8ActQuant fp8;
+
+  // Resolved variants of the quantizer family, by variant_key, with the generation of each.
+  std::shared_mutex variants_mutex;
+  std::map<std::uint32_t, std::pair<std::uint64_t, ops::GroupQuant>> variants;
 };
+
+namespace {
+
+std::uint32_t variant_key(const ops::QuantVariant& v) {
+  return static_cast<std::uint32_t>(v.input) | static_cast<std::uint32_t>(v.output) << 2 |
+         static_cast<std::uint32_t>(v.scales) << 3 | std::uint32_t{v.ue8m0} << 5 | std::uint32_t{v.silu_and_mul} << 6 |
+         (v.group & 0xffffu) << 8;
+}
+
+}  // namespace
 
 Service::Service(int ordinal) : Service(ordinal, process_disk_cache(), Compiler()) {}
 
@@ -54,6 +69,23 @@ ops::Fp8ActQuant Service::fp8_act_quant() {
   parts.fp8 = fresh;
   parts.fp8_generation = generation;
   parts.fp8_resolved = true;
+  return fresh;
+}
+
+ops::GroupQuant Service::group_quant(const ops::QuantVariant& variant) {
+  Parts& parts = *parts_;
+  const std::uint64_t generation = parts.backend->generation();
+  const std::uint32_t key = variant_key(variant);
+  {
+    std::shared_lock lock(parts.variants_mutex);
+    const auto found = parts.variants.find(key);
+    if (found != parts.variants.end() && found->second.first == generation && found->second.second.variant() == variant)
+      return found->second.second;
+  }
+  const ops::GroupQuant fresh = ops::GroupQuant::resolve_with(
+      *parts.backend, variant, variant.is_seed() ? fp8_act_quant() : ops::Fp8ActQuant());
+  std::unique_lock lock(parts.variants_mutex);
+  parts.variants[key] = {generation, fresh};
   return fresh;
 }
 

@@ -19,6 +19,7 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "jit/compiler.hpp"
+#include "jit/variants.hpp"
 #include "kiln/service.hpp"
 
 namespace kiln::cli {
@@ -27,6 +28,7 @@ namespace {
 
 struct WarmArgs {
   std::string arch = "auto";
+  std::string variants;  ///< a variant manifest (jit/variants.hpp); empty: the embedded modules only
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
   bool json = false;
 };
@@ -72,9 +74,23 @@ void print_report(const WarmArgs& args, const WarmReport& report, const DiskCach
 }
 
 void run(const WarmArgs& args) {
+  std::vector<const KernelSource*> variants;
+  if (!args.variants.empty()) {
+    try {
+      for (const Variant& variant : read_variant_manifest(args.variants)) variants.push_back(&variant_source(variant));
+    } catch (const Error& error) {
+      // Why a usage error: the manifest is part of the command line's input; nothing was compiled.
+      std::fprintf(stderr, "kiln warm: --variants: %s\n", error.what());
+      set_exit_code(EXIT_USAGE);
+      return;
+    }
+  }
   std::vector<WarmJob> jobs;
-  for (const auto& target : requested_targets(args.arch))
+  for (const auto& target : requested_targets(args.arch)) {
     for (const KernelSource* source : carried_modules(target)) jobs.push_back(WarmJob{source, target, false, 0, {}});
+    for (const KernelSource* source : variants)
+      if (target.carries(source->family)) jobs.push_back(WarmJob{source, target, false, 0, {}});
+  }
 
   const auto disk = process_disk_cache();
   const auto status = disk->status();
@@ -158,6 +174,10 @@ void add_warm_command(CLI::App& app) {
   auto args = std::make_shared<WarmArgs>();
   auto* cmd = app.add_subcommand("warm", "Fill the disk cache ahead of time (no GPU needed), compiling in parallel");
   cmd->add_option("--arch", args->arch, "Target: sm_90a, ...; auto (KILN_ARCH, else this GPU, else sm_90a); all");
+  cmd->add_option("--variants", args->variants,
+                  "Also compile the variants this manifest lists (one per line: a name from `kiln list --variants`, "
+                  "or 'family name=value ...')")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--jobs", args->jobs, "Compiles in parallel (default: the CPU count)")->transform(integer_in(1, 256));
   cmd->add_flag("--json", args->json, "End with this process's counters as one JSON object");
   cmd->callback([args] { run(*args); });

@@ -184,8 +184,13 @@ void launch_quant(GpuSession& gpu, KernelHandle handle, bool twin, std::uint32_t
 }
 
 double time_arm_us(GpuSession& gpu, ShapeBuffers& buffers, KernelHandle handle, bool twin, int launches) {
-  for (int i = 0; i < WARMUP_LAUNCHES; ++i)
-    launch_quant(gpu, handle, twin, buffers.m(), buffers.k(), buffers.next(), gpu.stream());
+  return time_launches_us(
+      gpu, [&] { launch_quant(gpu, handle, twin, buffers.m(), buffers.k(), buffers.next(), gpu.stream()); }, launches,
+      "M=" + std::to_string(buffers.m()) + " K=" + std::to_string(buffers.k()));
+}
+
+double time_launches_us(GpuSession& gpu, const std::function<void()>& launch_once, int launches, const std::string& what) {
+  for (int i = 0; i < WARMUP_LAUNCHES; ++i) launch_once();
   const int batches = std::max(1, launches / ARM_BATCH);
   gpu.event(2 * static_cast<std::size_t>(batches));  // create the pool before the timed queue
   gpu.synchronize();
@@ -194,16 +199,15 @@ double time_arm_us(GpuSession& gpu, ShapeBuffers& buffers, KernelHandle handle, 
   const std::int64_t queue_start = now_ns();
   for (int b = 0; b < batches; ++b) {
     gpu.record(gpu.event(2 * static_cast<std::size_t>(b)));
-    for (int i = 0; i < ARM_BATCH; ++i)
-      launch_quant(gpu, handle, twin, buffers.m(), buffers.k(), buffers.next(), gpu.stream());
+    for (int i = 0; i < ARM_BATCH; ++i) launch_once();
     gpu.record(gpu.event(2 * static_cast<std::size_t>(b) + 1));
   }
   const double queue_us = static_cast<double>(now_ns() - queue_start) / 1e3;
   if (queue_us > spin_us)
     logger().warn(
         "bench: queuing {} launches took {:.0f} us, longer than the {:.0f} us spin ahead of them; the "
-        "first launches of M={} K={} may include host latency",
-        launches, queue_us, spin_us, buffers.m(), buffers.k());
+        "first launches of {} may include host latency",
+        launches, queue_us, spin_us, what);
   gpu.synchronize();
   std::vector<double> us;
   for (int b = 0; b < batches; ++b)

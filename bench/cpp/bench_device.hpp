@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -108,5 +110,8 @@ void launch_quant(GpuSession& gpu, KernelHandle handle, bool twin, std::uint32_t
 /// all queued behind a spin so they run back to back and host latency stays out. Warm-up launches
 /// are not timed. Inputs rotate through `buffers`.
 double time_arm_us(GpuSession& gpu, ShapeBuffers& buffers, KernelHandle handle, bool twin, int launches);
+/// The same timing for any launch: `launch_once` queues one launch on gpu.stream() (rotating its
+/// own inputs); `what` names it in the host-latency warning.
+double time_launches_us(GpuSession& gpu, const std::function<void()>& launch_once, int launches, const std::string& what);
 
 }  // namespace kiln::bench

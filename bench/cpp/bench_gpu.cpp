@@ -225,7 +225,7 @@ void floor_table(const BenchPlan& plan, GpuSession& gpu, Report& report) {
 
 }  // namespace
 
-void run_gpu(const BenchPlan& plan, GpuSession& gpu, Report& report) {
+double run_gpu(const BenchPlan& plan, GpuSession& gpu, Report& report) {
   const Ceiling ceiling = measure_ceiling(plan, gpu);
   Table table;
   table.id = "ceiling";
@@ -238,6 +238,7 @@ void run_gpu(const BenchPlan& plan, GpuSession& gpu, Report& report) {
   report.add(std::move(table));
   arms_table(plan, gpu, ceiling, report);
   floor_table(plan, gpu, report);
+  return ceiling.gbps;
 }
 
 }  // namespace kiln::bench

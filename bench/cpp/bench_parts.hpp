@@ -24,7 +24,11 @@ void run_jit_processes(const BenchPlan& plan, Report& report);
 void run_launch(const BenchPlan& plan, GpuSession& gpu, Report& report);
 /// GPU: the copy ceiling, each arm at each shape, and the floor points (bench_gpu.cpp); decode
 /// shapes as back-to-back launches and as a CUDA graph, next to an empty kernel (bench_decode.cpp).
-void run_gpu(const BenchPlan& plan, GpuSession& gpu, Report& report);
+/// Returns the copy ceiling in GB/s, which later parts compare against.
+double run_gpu(const BenchPlan& plan, GpuSession& gpu, Report& report);
+/// GPU: every variant of the quantizer family at the family shapes, time and fraction of the copy
+/// ceiling `ceiling_gbps` measured in the same run (bench_variants.cpp).
+void run_variants(const BenchPlan& plan, GpuSession& gpu, double ceiling_gbps, Report& report);
 void run_decode(const BenchPlan& plan, GpuSession& gpu, Report& report);
 
 /// The hidden child of run_jit_processes, in a fresh process: `mode` "driver" (cuInit and the

@@ -9,6 +9,7 @@ BenchPlan BenchPlan::make(bool quick) {
   plan.ceiling_copies = 5;
   plan.arm_launches = 30;
   plan.floor_launches = 40;
+  plan.variant_launches = 10;
   plan.decode_batch = 50;
   plan.decode_reps = 3;
   plan.jit_runs = 3;
@@ -27,6 +28,16 @@ const std::vector<std::uint32_t>& arm_ms() {
 
 const std::vector<std::uint32_t>& arm_ks() {
   static const std::vector<std::uint32_t> ks{2048, 5120, 7168, 18432};
+  return ks;
+}
+
+const std::vector<std::uint32_t>& variant_ms() {
+  static const std::vector<std::uint32_t> ms{1, 16, 128, 2048, 8192, 32768};
+  return ms;
+}
+
+const std::vector<std::uint32_t>& variant_ks() {
+  static const std::vector<std::uint32_t> ks{2048, 7168, 18432};
   return ks;
 }
 

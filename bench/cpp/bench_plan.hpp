@@ -12,6 +12,7 @@ struct BenchPlan {
   int ceiling_copies = 20;   ///< timed device-to-device copies
   int arm_launches = 100;     ///< timed launches per arm and shape (in batches of 10 per event pair)
   int floor_launches = 200;  ///< the same at the floor points, whose kernels are shorter
+  int variant_launches = 30; ///< timed launches per variant and shape (the family table)
   int decode_batch = 200;    ///< launches per back-to-back batch and per graph
   int decode_reps = 10;      ///< batches and graph replays per decode shape
   int jit_runs = 5;          ///< fresh processes per JIT variant
@@ -34,6 +35,9 @@ const std::vector<std::uint32_t>& arm_ks();
 /// The floor points: twin against shared where the pick's CTA floor decides.
 const std::vector<std::uint32_t>& floor_ms();
 const std::vector<std::uint32_t>& floor_ks();
+/// Rows and columns of the family table: every variant at M x K.
+const std::vector<std::uint32_t>& variant_ms();
+const std::vector<std::uint32_t>& variant_ks();
 /// Decode shapes are the arm shapes with M at most this.
 inline constexpr std::uint32_t DECODE_MAX_M = 16;
 

@@ -98,8 +98,9 @@ std::string run_parts(const BenchArgs& args, const bench::BenchPlan& plan, bench
   describe_gpu(report, status, &gpu);
   if (jit) bench::run_launch(plan, gpu, report);
   if (gpu_parts) {
-    bench::run_gpu(plan, gpu, report);
+    const double ceiling_gbps = bench::run_gpu(plan, gpu, report);
     bench::run_decode(plan, gpu, report);
+    bench::run_variants(plan, gpu, ceiling_gbps, report);
   }
   return {};
 }

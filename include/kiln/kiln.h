@@ -208,6 +208,68 @@ kiln_status kiln_fp8_act_quant_plan(uint32_t m, uint32_t k, uint32_t sm_count, i
 kiln_status kiln_fp8_act_quant(kiln_service* service, const void* x, void* q, float* scales, uint32_t m,
                                uint32_t k, void* stream, kiln_fp8_pick* out);
 
+/** The quantizer family's input element types, output codes and scale layouts. Stable. */
+#define KILN_QUANT_IN_BF16 0
+#define KILN_QUANT_IN_FP16 1
+#define KILN_QUANT_IN_FP32 2
+#define KILN_QUANT_OUT_E4M3 0 /**< fp8 e4m3, +-448 */
+#define KILN_QUANT_OUT_INT8 1 /**< int8, scale absmax/127 */
+#define KILN_QUANT_SCALES_ROW 0          /**< fp32 [m, k/group] */
+#define KILN_QUANT_SCALES_COL 1          /**< fp32, memory order [k/group, m] */
+#define KILN_QUANT_SCALES_COL_TMA 2      /**< fp32 [k/group, m padded to 4] */
+#define KILN_QUANT_SCALES_UE8M0_PACKED 3 /**< int32 [ceil(k/group/4), m padded to 4], 4 exponents each */
+
+/**
+ * One variant of the quantizer family and the call's options (kiln::ops::QuantVariant and
+ * QuantArgs; kiln/ops/group_quant.hpp states the numerics and layouts). Fill it with
+ * kiln_quant_params_init(), then change what differs: a later library reads only the bytes the
+ * caller's `struct_size` covers and takes defaults for the rest.
+ */
+typedef struct kiln_quant_params {
+  uint32_t struct_size;  /**< in: at least KILN_QUANT_PARAMS_V1_SIZE */
+  int32_t input;         /**< KILN_QUANT_IN_* (default bf16) */
+  uint32_t group;        /**< 32, 64 or 128 (default 128) */
+  int32_t output;        /**< KILN_QUANT_OUT_* (default e4m3) */
+  int32_t scales;        /**< KILN_QUANT_SCALES_* (default row) */
+  int32_t ue8m0;         /**< 1: power-of-two scales (needed by UE8M0_PACKED); default 0 */
+  int32_t silu_and_mul;  /**< 1: x is [m, 2k], quantize silu(x[:, :k]) * x[:, k:]; default 0 */
+  float eps;             /**< floor of a group's max |x|: finite, >= 0 (default 1e-10) */
+  uint64_t x_row_stride; /**< elements between rows of x; 0: dense (default) */
+  uint32_t flags;        /**< 0; reserved for launch options */
+  uint32_t reserved;     /**< 0 */
+} kiln_quant_params;
+#define KILN_QUANT_PARAMS_V1_SIZE 48u
+
+/** Fills `*params` (not NULL) with the defaults (the seed variant: bf16, 128, e4m3, row-major
+ *  fp32 scales, eps 1e-10, dense rows) and `struct_size = sizeof(kiln_quant_params)`. */
+kiln_status kiln_quant_params_init(kiln_quant_params* params);
+
+/** Bytes the scales buffer of `params`' layout needs for `[m, k]` into `*bytes` (not NULL).
+ *  KILN_ERROR_INVALID_ARGUMENT for an impossible variant or `k` not a multiple of the group. */
+kiln_status kiln_quant_scales_bytes(const kiln_quant_params* params, uint64_t m, uint64_t k, uint64_t* bytes);
+
+/**
+ * Resolves the variant on the service's device now (compiles or loads its module; nothing else),
+ * so that a later kiln_quant() (in a CUDA graph capture, on a latency path) finds it in memory.
+ * KILN_ERROR_INVALID_ARGUMENT for an impossible combination (the message names the parameter and
+ * the allowed values); KILN_ERROR_UNAVAILABLE when the device has no kernel for it.
+ */
+kiln_status kiln_quant_prepare(kiln_service* service, const kiln_quant_params* params);
+
+/**
+ * Quantizes `x` (`m` rows of `params->input`, row stride `params->x_row_stride` elements) into
+ * codes `q[m, k]` and `scales` (kiln_quant_scales_bytes() bytes, the layout of `params->scales`)
+ * with the variant `params` names, on `stream` (a CUstream of this device; NULL: the legacy default
+ * stream). Asynchronous. Device pointers: `x` 16-byte aligned (row stride bytes a multiple of 16),
+ * `q` 8-byte (4-byte for fp32 input), `scales` 4-byte. `m == 0` or `k == 0` launches nothing.
+ * The first call of a variant on a device compiles or loads that variant's module only.
+ * KILN_ERROR_INVALID_ARGUMENT (naming the argument, what was expected and the range) for
+ * impossible variants, bad shapes, strides and pointers; KILN_ERROR_UNAVAILABLE when the device
+ * has no kernel for the variant; KILN_ERROR_DRIVER when the launch fails.
+ */
+kiln_status kiln_quant(kiln_service* service, const kiln_quant_params* params, const void* x, void* q, void* scales,
+                       uint64_t m, uint64_t k, void* stream);
+
 /** Fills `*out` (not NULL, `struct_size` set) with this service's memory-cache counters and the
  *  process's disk-cache counters. */
 kiln_status kiln_service_cache_stats(const kiln_service* service, kiln_cache_stats* out);

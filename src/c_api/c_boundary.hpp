@@ -70,6 +70,15 @@ void write_struct(Struct* out, Struct value) noexcept {
   std::memcpy(static_cast<void*>(out), &value, bytes);
 }
 
+/// An input struct (checked by require_struct) as kiln's version of it: the caller's bytes where
+/// both sides know the field, `defaults` for fields the caller's older version lacks.
+template <class Struct>
+Struct read_struct(const Struct* in, Struct defaults) noexcept {
+  const std::size_t bytes = in->struct_size < sizeof(Struct) ? in->struct_size : sizeof(Struct);
+  std::memcpy(static_cast<void*>(&defaults), in, bytes);
+  return defaults;
+}
+
 /// Copies `text` into `out[N]`, cut to fit, always NUL-terminated.
 template <std::size_t N>
 void copy_text(char (&out)[N], std::string_view text) noexcept {

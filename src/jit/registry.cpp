@@ -1,5 +1,7 @@
 #include "jit/registry.hpp"
 
+#include "jit/variants.hpp"
+
 namespace kiln {
 namespace detail {
 const std::vector<KernelSource>& embedded_modules();
@@ -12,7 +14,7 @@ const std::vector<KernelHeader>& embedded_headers() { return detail::embedded_he
 const KernelSource* find_module(std::string_view module) {
   for (const auto& source : embedded_modules())
     if (source.module == module) return &source;
-  return nullptr;
+  return find_variant_source(module);
 }
 
 }  // namespace kiln

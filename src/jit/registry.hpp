@@ -27,7 +27,8 @@ struct KernelHeader {
 const std::vector<KernelSource>& embedded_modules();
 /// Every embedded header.
 const std::vector<KernelHeader>& embedded_headers();
-/// The module named `module`, or nullptr.
+/// The module named `module`: an embedded module, or a variant of a variant family by its canonical
+/// name (jit/variants.hpp); nullptr for anything else.
 const KernelSource* find_module(std::string_view module);
 
 }  // namespace kiln

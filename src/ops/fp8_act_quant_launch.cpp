@@ -4,26 +4,13 @@
 #include "kiln/error.hpp"
 #include "kiln/gpu_backend.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
+#include "ops/pointer_checks.hpp"
 
 namespace kiln::ops {
 
 namespace {
 
 constexpr std::uint32_t BLOCK_THREADS = 128;
-
-bool aligned(const void* pointer, std::uintptr_t alignment) {
-  return reinterpret_cast<std::uintptr_t>(pointer) % alignment == 0;
-}
-
-std::string pointer_text(const void* pointer) {
-  return std::to_string(reinterpret_cast<std::uintptr_t>(pointer));
-}
-
-void require_pointer(const char* name, const void* pointer, std::uintptr_t alignment) {
-  if (pointer == nullptr) throw_invalid_argument(name, "a device pointer", "null");
-  if (!aligned(pointer, alignment))
-    throw_invalid_argument(name, std::to_string(alignment) + "-byte alignment", "address " + pointer_text(pointer));
-}
 
 }  // namespace
 

@@ -1,0 +1,131 @@
+#pragma once
+/// @file
+/// The per-token-group quantizer family: every variant vLLM and SGLang call (bf16/fp16/fp32 in,
+/// group 32/64/128, e4m3 or int8 out, row-major, column-major, TMA-aligned or UE8M0-packed
+/// scales, fused SiLU-and-mul), one C++ entry point. Each variant is a compile-time
+/// specialisation of `kernels_src/common/per_token_group_quant.cu`, compiled (or read from the
+/// disk cache) the first time it is resolved on a device.
+///
+/// Numerics, for every variant (vLLM's `per_token_group_quant_fp8` / `_int8` CUDA kernels):
+///   v      = x, or silu(x[:, :K]) * x[:, K:] in fp32 (silu(g) = g / (1 + e^-g));
+///   scale  = max(max|v| over the group, eps) / QMAX (IEEE division; QMAX 448 for e4m3, 127 int8);
+///            with ue8m0, the smallest power of two >= max(scale, 1e-10);
+///   code   = clamp(v / scale, QMIN, QMAX) (IEEE division; QMIN -448 or -128; NaN -> QMIN), then
+///            e4m3 round-to-nearest-even, or int8 truncation toward zero.
+///
+/// The seed's variant (bf16, group 128, e4m3, row-major fp32 scales, eps 1e-10, dense rows) runs
+/// through ops::Fp8ActQuant and its pick (shared kernel or Hopper twin); every other variant runs
+/// the family kernel on a flat grid.
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "kiln/kernel_handle.hpp"
+#include "kiln/ops/fp8_act_quant.hpp"
+
+namespace kiln {
+class GpuBackend;
+}
+
+namespace kiln::ops {
+
+enum class QuantInput : std::uint8_t { bf16, fp16, fp32 };
+enum class QuantOutput : std::uint8_t { e4m3, int8 };
+enum class QuantScales : std::uint8_t {
+  row_major,         ///< fp32 [M, G], G = K / group
+  column_major,      ///< fp32, memory order [G, M]: scale of (row r, group g) at g * M + r
+  column_major_tma,  ///< as column_major with M padded to a multiple of 4: g * M4 + r (pad untouched)
+  ue8m0_packed,      ///< int32 [ceil(G/4), M4]: byte g % 4 of word (g / 4) * M4 + r is the exponent
+                     ///< (the scale is 2^(byte - 127)); padding bytes and rows are written as 0
+};
+
+/// One variant: the compile-time parameters. Not every combination exists (`refusal`).
+struct QuantVariant {
+  QuantInput input = QuantInput::bf16;
+  std::uint32_t group = 128;  ///< 32, 64 or 128
+  QuantOutput output = QuantOutput::e4m3;
+  QuantScales scales = QuantScales::row_major;
+  bool ue8m0 = false;         ///< power-of-two scales (required by ue8m0_packed)
+  bool silu_and_mul = false;  ///< x is [M, 2K]: quantize silu(x[:, :K]) * x[:, K:]
+
+  /// The seed's variant: bf16, 128, e4m3, row-major fp32.
+  bool is_seed() const noexcept;
+  /// Why this combination does not exist, naming the parameter and the allowed values; "" when it
+  /// does.
+  std::string refusal() const;
+  /// The module that compiles it: `per_token_group_quant-bf16-g128-e4m3-row` and so on (the name in
+  /// the cache, the dumps and `kiln list --variants`). Throws kiln::Error when refusal() is not "".
+  std::string module_name() const;
+  /// `in=bf16 group=128 ...`, the manifest spelling.
+  std::string description() const;
+
+  friend bool operator==(const QuantVariant& a, const QuantVariant& b) noexcept {
+    return a.input == b.input && a.group == b.group && a.output == b.output && a.scales == b.scales &&
+           a.ue8m0 == b.ue8m0 && a.silu_and_mul == b.silu_and_mul;
+  }
+};
+
+/// One call's tensors. All pointers are device pointers of the service's device.
+struct QuantArgs {
+  const void* x = nullptr;   ///< [m, x_row_stride] elements of the input type, 16-byte aligned
+  void* q = nullptr;         ///< [m, k] codes (1 byte each), dense
+  void* scales = nullptr;    ///< per QuantScales, 4-byte aligned
+  std::uint64_t m = 0;       ///< rows (tokens)
+  std::uint64_t k = 0;       ///< output columns: a multiple of the group
+  /// Elements between row starts of x; 0 means dense (k, or 2k with SiLU). At least that; its
+  /// bytes a multiple of 16.
+  std::uint64_t x_row_stride = 0;
+  float eps = 1e-10f;        ///< floor of the group max: finite, >= 0
+  void* stream = nullptr;    ///< a CUstream (nullptr: the legacy default stream)
+};
+
+/// Bytes of the scales buffer for `(m, k)`: what the caller allocates.
+std::uint64_t quant_scales_bytes(const QuantVariant& variant, std::uint64_t m, std::uint64_t k);
+
+/// How one call runs.
+struct QuantLaunch {
+  bool noop = false;          ///< m == 0 or k == 0: nothing launched
+  bool seed_path = false;     ///< ran through Fp8ActQuant (its pick is in `fp8`)
+  Fp8QuantPick fp8;           ///< the seed path's pick
+  KernelHandle kernel;        ///< the family kernel launched (family path)
+  std::array<std::uint32_t, 3> grid{};  ///< its grid: (ceil(work / groups per CTA), 1, 1)
+  std::uint32_t block = 0;    ///< 256 on the family path
+};
+
+/// A variant resolved on one device.
+class GroupQuant {
+ public:
+  GroupQuant() = default;
+  /// Resolves `variant` on `gpu`: the seed variant resolves Fp8ActQuant (both its modules) and the
+  /// family variant too (for calls the seed kernels cannot take: another eps, strided rows); any
+  /// other variant compiles or loads its own module only. Throws kiln::Error for an impossible
+  /// variant, before any compile.
+  static GroupQuant resolve(GpuBackend& gpu, const QuantVariant& variant);
+  /// `resolve` with the seed quantizer already resolved (Service keeps one per device).
+  static GroupQuant resolve_with(GpuBackend& gpu, const QuantVariant& variant, const Fp8ActQuant& seed);
+
+  const QuantVariant& variant() const noexcept { return variant_; }
+  /// The family kernel's handle (0 when it did not compile or load, or no GPU).
+  KernelHandle kernel() const noexcept { return kernel_; }
+  /// Something can launch: the family kernel, or for the seed variant the seed quantizer.
+  bool available() const noexcept;
+
+  /// Checks `args` (naming the argument, what was expected and the valid range), then quantizes.
+  /// Throws kiln::Error when nothing can run or the launch fails.
+  QuantLaunch launch(GpuBackend& gpu, const QuantArgs& args) const;
+
+  /// The checks `launch` makes, without a GPU. Throws kiln::Error.
+  static void check(const QuantVariant& variant, const QuantArgs& args);
+  /// Groups one 256-thread CTA of the family kernel covers: 256 / lanes per group.
+  static std::uint32_t groups_per_cta(const QuantVariant& variant);
+  /// The family kernel's grid for `(m, k)`: X = ceil((m * G + padding words) / groups_per_cta).
+  static std::array<std::uint32_t, 3> grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k);
+
+ private:
+  QuantVariant variant_;
+  KernelHandle kernel_;
+  Fp8ActQuant seed_;
+};
+
+}  // namespace kiln::ops

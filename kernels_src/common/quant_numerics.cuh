@@ -1,0 +1,109 @@
+#pragma once
+// The numerics of the quantizer family (per_token_group_quant.cu) that are not the e4m3 conversion:
+// fp16 unpacking, the fused SiLU-and-mul, UE8M0 scales and the int8 code. The CPU reference
+// (src/ops/group_quant_reference.cpp) compiles this same file, so the two agree bit for bit.
+//
+// Why every float operation goes through KILN_Q_MUL/ADD/FMA/DIV: NVRTC contracts `a * b + c` into
+// an fma by default and the host compiler does not; spelling each rounding step keeps both sides
+// the same sequence of correctly rounded IEEE operations (no fast-math, no flush to zero).
+
+#include "fp8_e4m3.cuh"
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define KILN_Q_MUL(a, b) __fmul_rn((a), (b))
+#define KILN_Q_ADD(a, b) __fadd_rn((a), (b))
+#define KILN_Q_FMA(a, b, c) __fmaf_rn((a), (b), (c))
+#define KILN_Q_DIV(a, b) __fdiv_rn((a), (b))
+#define KILN_Q_BITS(f) __float_as_uint(f)
+#define KILN_Q_FLOAT(u) __uint_as_float(u)
+#define KILN_Q_RINT(f) rintf(f)
+#else
+#include <cmath>
+#include <cstring>
+namespace kiln::quant::host {
+inline unsigned bits(float f) { unsigned u; std::memcpy(&u, &f, sizeof u); return u; }
+inline float from_bits(unsigned u) { float f; std::memcpy(&f, &u, sizeof f); return f; }
+}  // namespace kiln::quant::host
+#define KILN_Q_MUL(a, b) ((a) * (b))
+#define KILN_Q_ADD(a, b) ((a) + (b))
+#define KILN_Q_FMA(a, b, c) std::fma((a), (b), (c))
+#define KILN_Q_DIV(a, b) ((a) / (b))
+#define KILN_Q_BITS(f) ::kiln::quant::host::bits(f)
+#define KILN_Q_FLOAT(u) ::kiln::quant::host::from_bits(u)
+#define KILN_Q_RINT(f) std::nearbyint(f)
+#endif
+
+namespace kiln::quant {
+
+constexpr float INT8_MAX_CODE = 127.0f;   // scale = absmax / 127, as vLLM's int8 path
+constexpr float INT8_MIN_CODE = -128.0f;  // the clamp's lower end (torch.iinfo(int8).min)
+constexpr float UE8M0_FLOOR = 1e-10f;     // vLLM clamps the scale to this before rounding it up
+
+// IEEE half (bits) to float, exactly, with integer code (the device uses cvt.f32.f16 instead).
+KILN_FP8_FN float fp16_bits_to_float(unsigned short h) {
+  const unsigned sign = static_cast<unsigned>(h & 0x8000u) << 16;
+  const unsigned exponent = (h >> 10) & 0x1fu;
+  unsigned mantissa = h & 0x3ffu;
+  if (exponent == 0x1fu) return KILN_Q_FLOAT(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent != 0) return KILN_Q_FLOAT(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  if (mantissa == 0) return KILN_Q_FLOAT(sign);
+  // A subnormal half is mantissa * 2^-24: normalise it into a float.
+  unsigned e = 113u;
+  while ((mantissa & 0x400u) == 0) {
+    mantissa <<= 1;
+    --e;
+  }
+  return KILN_Q_FLOAT(sign | (e << 23) | ((mantissa & 0x3ffu) << 13));
+}
+
+// 2^n as a float for -126 <= n <= 127.
+KILN_FP8_FN float pow2(int n) { return KILN_Q_FLOAT(static_cast<unsigned>(n + 127) << 23); }
+
+// e^x from +, *, fma and rint only, so host and device give the same bits: x = n ln2 + r with
+// |r| <= ln2/2 (Cody-Waite, two-part ln2), a degree-7 Taylor polynomial for e^r (relative error
+// below 2^-26), then 2^n applied in two steps so results down to the subnormals round once.
+KILN_FP8_FN float portable_exp(float x) {
+  if (x != x) return x;
+  if (x > 88.72283935546875f) return KILN_Q_FLOAT(0x7f800000u);
+  if (x < -103.97208404541016f) return 0.0f;
+  const float n = KILN_Q_RINT(KILN_Q_MUL(x, 1.44269502162933349609375f));
+  float r = KILN_Q_FMA(-n, 0.693145751953125f, x);
+  r = KILN_Q_FMA(-n, 1.428606765330187045e-06f, r);
+  float p = 1.0f / 5040.0f;
+  p = KILN_Q_FMA(p, r, 1.0f / 720.0f);
+  p = KILN_Q_FMA(p, r, 1.0f / 120.0f);
+  p = KILN_Q_FMA(p, r, 1.0f / 24.0f);
+  p = KILN_Q_FMA(p, r, 1.0f / 6.0f);
+  p = KILN_Q_FMA(p, r, 0.5f);
+  p = KILN_Q_FMA(p, r, 1.0f);
+  p = KILN_Q_FMA(p, r, 1.0f);
+  const int k = static_cast<int>(n);
+  const int half = k / 2;
+  return KILN_Q_MUL(KILN_Q_MUL(p, pow2(half)), pow2(k - half));
+}
+
+// silu(gate) * up = gate / (1 + e^-gate) * up, each step rounded once in fp32 (no rounding to the
+// input type between the activation and the quantizer, as SGLang's fused kernel).
+KILN_FP8_FN float silu_and_mul(float gate, float up) {
+  const float silu = KILN_Q_DIV(gate, KILN_Q_ADD(1.0f, portable_exp(-gate)));
+  return KILN_Q_MUL(silu, up);
+}
+
+// vLLM's UE8M0 scale: clamp to 1e-10, then the smallest power of two >= it (its exponent plus one
+// when any mantissa bit is set): bit-exact with exp2f(ceilf(log2f(max(s, 1e-10)))).
+KILN_FP8_FN unsigned ue8m0_exponent(float scale) {
+  const unsigned u = KILN_Q_BITS(scale > UE8M0_FLOOR ? scale : UE8M0_FLOOR);
+  return ((u >> 23) & 0xffu) + ((u & 0x7fffffu) != 0u ? 1u : 0u);
+}
+KILN_FP8_FN float ue8m0_scale(float scale) { return KILN_Q_FLOAT(ue8m0_exponent(scale) << 23); }
+
+// int8 code of a ratio already clamped to [-128, 127]: truncation toward zero, as vLLM's
+// int8_t(q) (and Triton's .to(int8)) convert.
+KILN_FP8_FN unsigned char int8_code(float clamped) {
+  return static_cast<unsigned char>(static_cast<signed char>(static_cast<int>(clamped)));
+}
+
+// The ratio clamped to [lo, hi]; fmaxf drops NaN, so a NaN element becomes `lo`.
+KILN_FP8_FN float clamp_to(float ratio, float lo, float hi) { return fminf(fmaxf(ratio, lo), hi); }
+
+}  // namespace kiln::quant

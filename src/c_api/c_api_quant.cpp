@@ -1,0 +1,114 @@
+// kiln.h: the quantizer family (kiln_quant_*).
+#include <cstddef>
+#include <string>
+
+#include "c_boundary.hpp"
+#include "c_service.hpp"
+#include "kiln/ops/group_quant.hpp"
+
+using kiln::c_api::guarded;
+using kiln::c_api::require_pointer;
+using kiln::c_api::require_struct;
+namespace ops = kiln::ops;
+
+static_assert(sizeof(kiln_quant_params) == KILN_QUANT_PARAMS_V1_SIZE, "kiln_quant_params v1 layout changed");
+
+namespace {
+
+kiln_quant_params default_params() {
+  kiln_quant_params params{};
+  params.struct_size = sizeof(kiln_quant_params);
+  params.input = KILN_QUANT_IN_BF16;
+  params.group = 128;
+  params.output = KILN_QUANT_OUT_E4M3;
+  params.scales = KILN_QUANT_SCALES_ROW;
+  params.eps = 1e-10f;
+  return params;
+}
+
+void require_in(std::int32_t value, std::int32_t last, const char* name) {
+  if (value < 0 || value > last)
+    kiln::throw_invalid_argument(name, "0.." + std::to_string(last) + " (KILN_QUANT_* constants)", std::to_string(value));
+}
+
+void require_flag(std::int32_t value, const char* name) {
+  if (value != 0 && value != 1) kiln::throw_invalid_argument(name, "0 or 1", std::to_string(value));
+}
+
+// The caller's params as the C++ variant and call options; checks every field.
+std::pair<ops::QuantVariant, ops::QuantArgs> from_c(const kiln_quant_params* in) {
+  require_struct(in, "params", KILN_QUANT_PARAMS_V1_SIZE);
+  const kiln_quant_params params = kiln::c_api::read_struct(in, default_params());
+  require_in(params.input, KILN_QUANT_IN_FP32, "params->input");
+  require_in(params.output, KILN_QUANT_OUT_INT8, "params->output");
+  require_in(params.scales, KILN_QUANT_SCALES_UE8M0_PACKED, "params->scales");
+  require_flag(params.ue8m0, "params->ue8m0");
+  require_flag(params.silu_and_mul, "params->silu_and_mul");
+  if (params.flags != 0) kiln::throw_invalid_argument("params->flags", "0 (no launch options defined)", std::to_string(params.flags));
+  ops::QuantVariant variant;
+  variant.input = static_cast<ops::QuantInput>(params.input);
+  variant.group = params.group;
+  variant.output = static_cast<ops::QuantOutput>(params.output);
+  variant.scales = static_cast<ops::QuantScales>(params.scales);
+  variant.ue8m0 = params.ue8m0 == 1;
+  variant.silu_and_mul = params.silu_and_mul == 1;
+  if (const std::string refusal = variant.refusal(); !refusal.empty()) kiln::throw_invalid_argument("params", "a variant that exists", refusal);
+  ops::QuantArgs args;
+  args.eps = params.eps;
+  args.x_row_stride = params.x_row_stride;
+  return {variant, args};
+}
+
+}  // namespace
+
+extern "C" kiln_status kiln_quant_params_init(kiln_quant_params* params) {
+  return guarded([&] {
+    require_pointer(params, "params");
+    *params = default_params();
+  });
+}
+
+extern "C" kiln_status kiln_quant_scales_bytes(const kiln_quant_params* params, std::uint64_t m, std::uint64_t k,
+                                               std::uint64_t* bytes) {
+  return guarded([&] {
+    require_pointer(bytes, "bytes");
+    const auto [variant, args] = from_c(params);
+    if (k % variant.group != 0)
+      kiln::throw_invalid_argument("k", "a multiple of the group (" + std::to_string(variant.group) + ")", std::to_string(k));
+    *bytes = ops::quant_scales_bytes(variant, m, k);
+  });
+}
+
+extern "C" kiln_status kiln_quant_prepare(kiln_service* service, const kiln_quant_params* params) {
+  return guarded([&] {
+    require_pointer(service, "service");
+    const auto [variant, args] = from_c(params);
+    if (!service->service.group_quant(variant).available()) {
+      const std::string& why = service->service.unavailable_reason();
+      throw kiln::c_api::StatusError(KILN_ERROR_UNAVAILABLE, "variant " + variant.module_name() + " is not available: " +
+                                                                 (why.empty() ? "it did not compile or load (see the log)" : why));
+    }
+  });
+}
+
+extern "C" kiln_status kiln_quant(kiln_service* service, const kiln_quant_params* params, const void* x, void* q,
+                                  void* scales, std::uint64_t m, std::uint64_t k, void* stream) {
+  return guarded([&] {
+    require_pointer(service, "service");
+    auto [variant, args] = from_c(params);
+    args.x = x;
+    args.q = q;
+    args.scales = scales;
+    args.m = m;
+    args.k = k;
+    args.stream = stream;
+    ops::GroupQuant::check(variant, args);
+    const ops::GroupQuant quant = service->service.group_quant(variant);
+    if (!quant.available() && m != 0 && k != 0) {
+      const std::string& why = service->service.unavailable_reason();
+      throw kiln::c_api::StatusError(KILN_ERROR_UNAVAILABLE, "variant " + variant.module_name() + " is not available: " +
+                                                                 (why.empty() ? "it did not compile or load (see the log)" : why));
+    }
+    quant.launch(service->service.backend(), args);
+  });
+}

@@ -1,0 +1,41 @@
+// The variant families kiln ships: their parameters, allowed values and impossible combinations.
+// Each parameter's macro and numbers must match what its kernels_src/ source reads.
+#include "jit/variants.hpp"
+
+namespace kiln {
+
+namespace {
+
+std::string quant_refusal(const VariantFamily& family, const VariantChoice& choice) {
+  const std::string& out = family.value(choice, "out");
+  const std::string& scales = family.value(choice, "scales");
+  const bool ue8m0 = family.value(choice, "ue8m0") == "1";
+  if (out == "int8" && ue8m0)
+    return "parameter 'ue8m0': out=int8 takes fp32 scales (ue8m0=0); UE8M0 scales exist only for out=e4m3";
+  if (scales == "packed" && !ue8m0)
+    return "parameter 'scales': scales=packed holds UE8M0 exponents and needs ue8m0=1 (or scales=row, col, col_tma)";
+  return {};
+}
+
+}  // namespace
+
+const std::vector<VariantFamily>& variant_families() {
+  static const std::vector<VariantFamily> families = {
+      {"per_token_group_quant",
+       "per-token-group quantizer: one scale per group of a row, vLLM's numerics",
+       {
+           {"in", "KILN_Q_IN", {"bf16", "fp16", "fp32"}, {0, 1, 2}, "bf16", "", "input element type"},
+           {"group", "KILN_Q_GROUP", {"32", "64", "128"}, {32, 64, 128}, "128", "g", "elements per group"},
+           {"out", "KILN_Q_OUT", {"e4m3", "int8"}, {0, 1}, "e4m3", "", "output code: fp8 e4m3 (+-448) or int8 (+-127)"},
+           {"scales", "KILN_Q_SCALES", {"row", "col", "col_tma", "packed"}, {0, 1, 2, 3}, "row", "",
+            "scale layout: row-major fp32 [M, G]; column-major fp32 [G, M]; column-major with M padded to 4; "
+            "UE8M0 exponents packed four per int32 [ceil(G/4), M padded to 4]"},
+           {"ue8m0", "KILN_Q_UE8M0", {"0", "1"}, {0, 1}, "0", "", "scales rounded up to a power of two"},
+           {"silu", "KILN_Q_SILU", {"0", "1"}, {0, 1}, "0", "", "input [M, 2K]: quantize silu(x[:, :K]) * x[:, K:]"},
+       },
+       quant_refusal},
+  };
+  return families;
+}
+
+}  // namespace kiln

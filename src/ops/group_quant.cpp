@@ -1,0 +1,192 @@
+#include "kiln/ops/group_quant.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "jit/variants.hpp"
+#include "kiln/error.hpp"
+#include "kiln/gpu_backend.hpp"
+#include "ops/pointer_checks.hpp"
+
+namespace kiln::ops {
+
+namespace {
+
+constexpr std::string_view FAMILY = "per_token_group_quant";
+constexpr std::uint32_t FAMILY_THREADS = 256;
+constexpr std::uint64_t MAX_ROWS = 0x7FFFFFFFu;
+constexpr std::uint64_t MAX_GRID_X = 0x7FFFFFFFu;
+
+const char* spelled(QuantInput input) {
+  switch (input) {
+    case QuantInput::bf16: return "bf16";
+    case QuantInput::fp16: return "fp16";
+    case QuantInput::fp32: return "fp32";
+  }
+  return "?";
+}
+
+const char* spelled(QuantScales scales) {
+  switch (scales) {
+    case QuantScales::row_major: return "row";
+    case QuantScales::column_major: return "col";
+    case QuantScales::column_major_tma: return "col_tma";
+    case QuantScales::ue8m0_packed: return "packed";
+  }
+  return "?";
+}
+
+std::uint32_t input_bytes(QuantInput input) { return input == QuantInput::fp32 ? 4 : 2; }
+
+std::uint64_t padded_to_4(std::uint64_t m) { return (m + 3) / 4 * 4; }
+
+std::uint64_t groups_of(const QuantVariant& variant, std::uint64_t k) { return k / variant.group; }
+
+// Zero int32 words the packed layout writes for the rows between m and m padded to 4.
+std::uint64_t pad_items(const QuantVariant& variant, std::uint64_t m, std::uint64_t k) {
+  if (variant.scales != QuantScales::ue8m0_packed) return 0;
+  return (padded_to_4(m) - m) * ((groups_of(variant, k) + 3) / 4);
+}
+
+std::uint64_t scale_rows(const QuantVariant& variant, std::uint64_t m) {
+  const bool padded = variant.scales == QuantScales::column_major_tma || variant.scales == QuantScales::ue8m0_packed;
+  return padded ? padded_to_4(m) : m;
+}
+
+const Variant& jit_variant(const QuantVariant& variant) {
+  // Why a thread_local memo of one: module_name() is called per resolve, and parsing walks the
+  // family table; the common case asks for the same variant again.
+  thread_local QuantVariant last_asked;
+  thread_local Variant last;
+  if (last.family == nullptr || !(last_asked == variant)) {
+    last = parse_variant(std::string(FAMILY) + " " + variant.description());
+    last_asked = variant;
+  }
+  return last;
+}
+
+std::uint64_t dense_stride(const QuantVariant& variant, std::uint64_t k) { return variant.silu_and_mul ? 2 * k : k; }
+
+// The seed kernels take only what they were written for: eps 1e-10 and dense rows, shapes in u32.
+bool seed_can_take(const QuantArgs& args) {
+  return args.eps == 1e-10f && (args.x_row_stride == 0 || args.x_row_stride == args.k) &&
+         args.k <= std::numeric_limits<std::uint32_t>::max();
+}
+
+}  // namespace
+
+bool QuantVariant::is_seed() const noexcept {
+  return *this == QuantVariant{};
+}
+
+std::string QuantVariant::description() const {
+  return std::string("in=") + spelled(input) + " group=" + std::to_string(group) +
+         " out=" + (output == QuantOutput::e4m3 ? "e4m3" : "int8") + " scales=" + spelled(scales) +
+         " ue8m0=" + (ue8m0 ? "1" : "0") + " silu=" + (silu_and_mul ? "1" : "0");
+}
+
+std::string QuantVariant::refusal() const {
+  try {
+    jit_variant(*this);
+    return {};
+  } catch (const Error& error) {
+    return error.what();
+  }
+}
+
+std::string QuantVariant::module_name() const { return jit_variant(*this).name(); }
+
+std::uint64_t quant_scales_bytes(const QuantVariant& variant, std::uint64_t m, std::uint64_t k) {
+  const std::uint64_t groups = groups_of(variant, k);
+  if (variant.scales == QuantScales::ue8m0_packed) return (groups + 3) / 4 * padded_to_4(m) * 4;
+  return groups * scale_rows(variant, m) * 4;
+}
+
+std::uint32_t GroupQuant::groups_per_cta(const QuantVariant& variant) {
+  const std::uint32_t elements_per_thread = 32 / input_bytes(variant.input);
+  return FAMILY_THREADS / (variant.group / elements_per_thread);
+}
+
+std::array<std::uint32_t, 3> GroupQuant::grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k) {
+  const std::uint64_t work = m * groups_of(variant, k) + pad_items(variant, m, k);
+  const std::uint64_t per_cta = groups_per_cta(variant);
+  return {static_cast<std::uint32_t>((work + per_cta - 1) / per_cta), 1, 1};
+}
+
+void GroupQuant::check(const QuantVariant& variant, const QuantArgs& args) {
+  if (const std::string refusal = variant.refusal(); !refusal.empty()) throw_error(refusal);
+  if (args.k % variant.group != 0)
+    throw_invalid_argument("k", "a multiple of the group (" + std::to_string(variant.group) + ")", std::to_string(args.k));
+  if (args.m > MAX_ROWS) throw_invalid_argument("m", "at most 2^31-1 rows", std::to_string(args.m));
+  if (!std::isfinite(args.eps) || args.eps < 0)
+    throw_invalid_argument("eps", "a finite value >= 0 (default 1e-10)", std::to_string(args.eps));
+  const std::uint64_t dense = dense_stride(variant, args.k);
+  if (args.x_row_stride != 0) {
+    if (args.x_row_stride < dense)
+      throw_invalid_argument("x_row_stride", "0 (dense) or at least " + std::to_string(dense) + " elements",
+                             std::to_string(args.x_row_stride));
+    if (args.x_row_stride * input_bytes(variant.input) % 16 != 0)
+      throw_invalid_argument("x_row_stride", "a row stride whose bytes are a multiple of 16 (" +
+                                                 std::to_string(16 / input_bytes(variant.input)) + " elements)",
+                             std::to_string(args.x_row_stride));
+  }
+  if (args.m == 0 || args.k == 0) return;
+  if (grid(variant, args.m, args.k)[0] > MAX_GRID_X || args.k / variant.group > std::numeric_limits<std::uint32_t>::max())
+    throw_invalid_argument("m", "m * k / group within the flat grid (2^31-1 CTAs)", std::to_string(args.m));
+  require_pointer("x", args.x, 16);
+  require_pointer("q", args.q, variant.input == QuantInput::fp32 ? 4 : 8);
+  require_pointer("scales", args.scales, 4);
+}
+
+GroupQuant GroupQuant::resolve(GpuBackend& gpu, const QuantVariant& variant) {
+  return resolve_with(gpu, variant, variant.is_seed() ? Fp8ActQuant::resolve(gpu) : Fp8ActQuant());
+}
+
+GroupQuant GroupQuant::resolve_with(GpuBackend& gpu, const QuantVariant& variant, const Fp8ActQuant& seed) {
+  GroupQuant resolved;
+  resolved.variant_ = variant;
+  const std::string module = variant.module_name();  // throws for an impossible variant
+  if (variant.is_seed())
+    resolved.seed_ = seed;
+  else
+    resolved.kernel_ = gpu.try_kernel(module, FAMILY);
+  return resolved;
+}
+
+bool GroupQuant::available() const noexcept { return kernel_.loaded() || seed_.available(); }
+
+QuantLaunch GroupQuant::launch(GpuBackend& gpu, const QuantArgs& args) const {
+  check(variant_, args);
+  QuantLaunch done;
+  if (args.m == 0 || args.k == 0) {
+    done.noop = true;
+    return done;
+  }
+  if (variant_.is_seed() && seed_.available() && seed_can_take(args)) {
+    done.seed_path = true;
+    done.fp8 = seed_.launch(gpu, args.x, args.q, static_cast<float*>(args.scales), static_cast<std::uint32_t>(args.m),
+                            static_cast<std::uint32_t>(args.k), args.stream);
+    return done;
+  }
+  // The seed variant reaches the family kernel only for calls its own kernels cannot take.
+  done.kernel = kernel_.loaded() ? kernel_ : gpu.try_kernel(variant_.module_name(), FAMILY);
+  if (!done.kernel.loaded())
+    throw_error("per_token_group_quant: variant " + variant_.module_name() + " is not available on device " +
+                std::to_string(gpu.device().ordinal) + " (no GPU, or it did not compile or load: see the log)");
+  done.grid = grid(variant_, args.m, args.k);
+  done.block = FAMILY_THREADS;
+  const void* x = args.x;
+  void* q = args.q;
+  void* scales = args.scales;
+  unsigned long long m = args.m;
+  auto groups = static_cast<std::uint32_t>(groups_of(variant_, args.k));
+  unsigned long long row_stride = args.x_row_stride != 0 ? args.x_row_stride : dense_stride(variant_, args.k);
+  auto rows = static_cast<std::uint32_t>(scale_rows(variant_, args.m));
+  unsigned long long pad = pad_items(variant_, args.m, args.k);
+  float eps = args.eps;
+  void* kernel_args[] = {&x, &q, &scales, &m, &groups, &row_stride, &rows, &pad, &eps};
+  gpu.launch(done.kernel, Dim3{done.grid[0], 1, 1}, Dim3{FAMILY_THREADS, 1, 1}, 0, args.stream, kernel_args);
+  return done;
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,212 @@
+// The quantizer family on a real GPU: every variant, byte for byte against the CPU reference
+// (kiln/ops/group_quant_reference.hpp), over random inputs, odd row counts, strided rows and the
+// special values; outputs poisoned before each launch so an unwritten byte fails. The seed variant's
+// family kernel is checked against its seed path (shared kernel or Hopper twin) byte for byte.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "device_buffer.hpp"
+#include "driver/cuda_backend.hpp"
+#include "kiln/ops/fp8_reference.hpp"
+#include "kiln/ops/group_quant.hpp"
+#include "kiln/ops/group_quant_reference.hpp"
+#include "kiln/service.hpp"
+
+using namespace kiln;
+using namespace kiln::ops;
+
+namespace {
+
+constexpr std::uint8_t POISON = 0xA5;
+
+struct Gpu {
+  Service service{0};
+  driver::PrimaryContext context{driver::driver_api(), 0};
+};
+
+Gpu& gpu() {
+  static Gpu instance;
+  return instance;
+}
+
+std::vector<QuantVariant> every_variant() {
+  std::vector<QuantVariant> all;
+  for (auto input : {QuantInput::bf16, QuantInput::fp16, QuantInput::fp32})
+    for (std::uint32_t group : {32u, 64u, 128u})
+      for (auto output : {QuantOutput::e4m3, QuantOutput::int8})
+        for (auto scales : {QuantScales::row_major, QuantScales::column_major, QuantScales::column_major_tma,
+                            QuantScales::ue8m0_packed})
+          for (bool ue8m0 : {false, true})
+            for (bool silu : {false, true}) {
+              const QuantVariant variant{input, group, output, scales, ue8m0, silu};
+              if (variant.refusal().empty()) all.push_back(variant);
+            }
+  return all;
+}
+
+std::uint32_t element_bytes(QuantInput input) { return input == QuantInput::fp32 ? 4 : 2; }
+
+// One element's bits for `value` in the variant's input type.
+void store(QuantInput input, std::vector<std::uint8_t>& x, std::size_t index, float value) {
+  if (input == QuantInput::fp32) {
+    std::memcpy(x.data() + index * 4, &value, 4);
+    return;
+  }
+  const std::uint16_t bits = input == QuantInput::bf16 ? float_to_bf16(value) : float_to_fp16(value);
+  std::memcpy(x.data() + index * 2, &bits, 2);
+}
+
+// The special values of each type: zeros, NaN, infinities, the smallest subnormal, the largest finite.
+std::vector<float> specials(QuantInput input) {
+  const float tiny = input == QuantInput::fp32 ? 1.4e-45f : input == QuantInput::fp16 ? 5.96e-8f : 9.2e-41f;
+  const float huge = input == QuantInput::fp16 ? 65504.f : 3.38e38f;
+  return {0.f, -0.f, NAN, INFINITY, -INFINITY, tiny, -tiny, huge, -huge, 1.f, -1.f, 0.5f};
+}
+
+struct Case {
+  std::uint64_t m, k, stride_pad;
+  bool special;
+};
+
+// Random input: per group a magnitude over many binades (kept inside fp16's range), or with
+// `special`, groups of all zeros and groups seeded with each special value.
+std::vector<std::uint8_t> make_input(const QuantVariant& v, const Case& c, std::uint64_t stride, std::mt19937_64& rng) {
+  std::vector<std::uint8_t> x(c.m * stride * element_bytes(v.input), 0);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  const int span = v.input == QuantInput::fp16 ? 8 : 20;
+  std::uniform_int_distribution<int> exponent(-span, span);
+  const auto special = specials(v.input);
+  std::uniform_int_distribution<std::size_t> pick(0, special.size() - 1);
+  for (std::uint64_t r = 0; r < c.m; ++r)
+    for (std::uint64_t col = 0; col < stride; col += v.group) {
+      const float scale = std::ldexp(1.f, exponent(rng));
+      const bool zeros = c.special && (r + col / v.group) % 5 == 0;
+      for (std::uint32_t e = 0; e < v.group && col + e < stride; ++e) {
+        float value = zeros ? 0.f : normal(rng) * scale;
+        if (c.special && !zeros && e % 7 == 0) value = special[pick(rng)];
+        store(v.input, x, r * stride + col + e, value);
+      }
+    }
+  return x;
+}
+
+std::string describe(const QuantVariant& v, const Case& c) {
+  return v.module_name() + " m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) +
+         " stride_pad=" + std::to_string(c.stride_pad) + (c.special ? " special" : "");
+}
+
+// The first differing byte of two buffers, as text; "" when equal.
+std::string first_difference(const std::vector<std::uint8_t>& expected, const std::vector<std::uint8_t>& actual,
+                             const char* what) {
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    if (expected[i] != actual[i])
+      return std::string(what) + " byte " + std::to_string(i) + ": expected " + std::to_string(expected[i]) + ", got " +
+             std::to_string(actual[i]);
+  return {};
+}
+
+struct Outputs {
+  std::vector<std::uint8_t> q, scales;
+};
+
+Outputs run_on_gpu(const GroupQuant& quant, const QuantVariant& v, const Case& c, const std::vector<std::uint8_t>& x,
+                   std::uint64_t stride, float eps, QuantLaunch* launched = nullptr) {
+  auto& g = gpu();
+  test::DeviceBuffer dx(g.context, x.size()), dq(g.context, c.m * c.k), ds(g.context, quant_scales_bytes(v, c.m, c.k));
+  dx.upload(x.data(), x.size());
+  dq.fill(POISON);
+  ds.fill(POISON);
+  QuantArgs args;
+  args.x = dx.get();
+  args.q = dq.get();
+  args.scales = ds.get();
+  args.m = c.m;
+  args.k = c.k;
+  args.x_row_stride = c.stride_pad ? stride : 0;
+  args.eps = eps;
+  const QuantLaunch done = quant.launch(g.service.backend(), args);
+  if (launched) *launched = done;
+  test::synchronize(g.context);
+  Outputs out{std::vector<std::uint8_t>(dq.bytes()), std::vector<std::uint8_t>(ds.bytes())};
+  dq.download(out.q.data(), out.q.size());
+  ds.download(out.scales.data(), out.scales.size());
+  return out;
+}
+
+Outputs run_reference(const QuantVariant& v, const Case& c, const std::vector<std::uint8_t>& x, std::uint64_t stride,
+                      float eps) {
+  Outputs out{std::vector<std::uint8_t>(c.m * c.k, POISON), std::vector<std::uint8_t>(quant_scales_bytes(v, c.m, c.k), POISON)};
+  group_quant_reference(v, x.data(), c.m, c.k, c.stride_pad ? stride : 0, eps, out.q.data(), out.scales.data());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every variant of the quantizer family matches the CPU reference byte for byte") {
+  auto& g = gpu();
+  REQUIRE(g.service.available());
+  std::mt19937_64 rng(std::random_device{}());
+  const std::vector<Case> cases = {{1, 128, 0, false}, {5, 384, 0, true}, {67, 7168, 0, false},
+                                   {130, 2048, 32, false}, {9, 1024, 32, true}};
+  std::size_t checked = 0;
+  for (const QuantVariant& v : every_variant()) {
+    const GroupQuant quant = g.service.group_quant(v);
+    REQUIRE(quant.available());
+    for (const Case& c : cases) {
+      const std::uint64_t stride = (v.silu_and_mul ? 2 * c.k : c.k) + c.stride_pad;
+      const auto x = make_input(v, c, stride, rng);
+      const float eps = c.special ? 1e-10f : 1e-6f;
+      const Outputs expected = run_reference(v, c, x, stride, eps);
+      const Outputs actual = run_on_gpu(quant, v, c, x, stride, eps);
+      INFO(describe(v, c));
+      CHECK(first_difference(expected.q, actual.q, "q") == "");
+      CHECK(first_difference(expected.scales, actual.scales, "scales") == "");
+      ++checked;
+    }
+  }
+  CHECK(checked == 180 * cases.size());
+}
+
+TEST_CASE("the seed variant's family kernel writes the seed kernels' bytes") {
+  auto& g = gpu();
+  const QuantVariant seed;
+  const GroupQuant quant = g.service.group_quant(seed);
+  std::mt19937_64 rng(std::random_device{}());
+  for (const Case& c : {Case{1, 7168, 0, false}, Case{333, 5120, 0, true}, Case{2048, 7168, 0, false}}) {
+    const auto x = make_input(seed, c, c.k, rng);
+    QuantLaunch seed_launch, family_launch;
+    const Outputs via_seed = run_on_gpu(quant, seed, c, x, c.k, 1e-10f, &seed_launch);
+    CHECK(seed_launch.seed_path);
+    // The same rows with a padded stride reach the family kernel.
+    const Case padded{c.m, c.k, 64, c.special};
+    std::vector<std::uint8_t> wide(c.m * (c.k + 64) * 2, 0);
+    for (std::uint64_t r = 0; r < c.m; ++r) std::memcpy(&wide[r * (c.k + 64) * 2], &x[r * c.k * 2], c.k * 2);
+    const Outputs via_family = run_on_gpu(quant, seed, padded, wide, c.k + 64, 1e-10f, &family_launch);
+    CHECK_FALSE(family_launch.seed_path);
+    INFO(describe(seed, c));
+    CHECK(first_difference(via_seed.q, via_family.q, "q") == "");
+    CHECK(first_difference(via_seed.scales, via_family.scales, "scales") == "");
+  }
+}
+
+TEST_CASE("a cold variant compiles or loads its own module once; another variant does not touch it") {
+  Service service{0};
+  const auto before = service.counters().memory;
+  const QuantVariant a{QuantInput::fp16, 64, QuantOutput::int8, QuantScales::row_major, false, false};
+  const QuantVariant b{QuantInput::fp32, 32, QuantOutput::e4m3, QuantScales::ue8m0_packed, true, true};
+  auto loads = [&] {
+    const auto now = service.counters().memory;
+    return (now.compiles - before.compiles) + (now.disk_hits - before.disk_hits);
+  };
+  REQUIRE(service.group_quant(a).available());
+  CHECK(loads() == 1);
+  REQUIRE(service.group_quant(b).available());
+  CHECK(loads() == 2);
+  REQUIRE(service.group_quant(a).available());
+  CHECK(loads() == 2);
+}

@@ -1,0 +1,161 @@
+// The quantizer family's host side: argument checks, grids, scale sizes, and the C ABI entry
+// points, all without a GPU.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "kiln/error.hpp"
+#include "kiln/kiln.h"
+#include "kiln/ops/group_quant.hpp"
+
+using namespace kiln;
+using namespace kiln::ops;
+
+namespace {
+
+std::string error_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+// Aligned stand-ins for device pointers: check() only looks at their addresses.
+void* address(std::uintptr_t value) { return reinterpret_cast<void*>(value); }
+
+QuantArgs args_for(std::uint64_t m, std::uint64_t k) {
+  QuantArgs args;
+  args.x = address(0x10000);
+  args.q = address(0x20000);
+  args.scales = address(0x30000);
+  args.m = m;
+  args.k = k;
+  return args;
+}
+
+}  // namespace
+
+TEST_CASE("check names the argument, what was expected and the valid range") {
+  QuantVariant v;
+  v.group = 64;
+  CHECK(error_of([&] { GroupQuant::check(v, args_for(4, 100)); }) ==
+        "invalid argument 'k': expected a multiple of the group (64), got 100");
+  CHECK(error_of([&] { GroupQuant::check(v, args_for(0x80000000ull, 128)); }) ==
+        "invalid argument 'm': expected at most 2^31-1 rows, got 2147483648");
+  auto args = args_for(4, 128);
+  args.eps = NAN;
+  CHECK(error_of([&] { GroupQuant::check(v, args); }).rfind("invalid argument 'eps': expected a finite value >= 0", 0) == 0);
+  args = args_for(4, 128);
+  args.x_row_stride = 100;
+  CHECK(error_of([&] { GroupQuant::check(v, args); }) ==
+        "invalid argument 'x_row_stride': expected 0 (dense) or at least 128 elements, got 100");
+  args.x_row_stride = 132;  // 264 bytes: not a multiple of 16
+  CHECK(error_of([&] { GroupQuant::check(v, args); }) ==
+        "invalid argument 'x_row_stride': expected a row stride whose bytes are a multiple of 16 (8 elements), got 132");
+  args.x_row_stride = 136;
+  CHECK_NOTHROW(GroupQuant::check(v, args));
+  v.silu_and_mul = true;  // x is [m, 2k]
+  args.x_row_stride = 136;
+  CHECK(error_of([&] { GroupQuant::check(v, args); }) ==
+        "invalid argument 'x_row_stride': expected 0 (dense) or at least 256 elements, got 136");
+  args = args_for(4, 128);
+  args.x = address(0x10008);
+  CHECK(error_of([&] { GroupQuant::check(v, args); }) == "invalid argument 'x': expected 16-byte alignment, got address 65544");
+  args = args_for(4, 128);
+  args.q = address(0x20004);
+  CHECK(error_of([&] { GroupQuant::check(v, args); }) == "invalid argument 'q': expected 8-byte alignment, got address 131076");
+  v.input = QuantInput::fp32;  // fp32 input writes 4-byte runs of q
+  CHECK_NOTHROW(GroupQuant::check(v, args));
+  args.scales = nullptr;
+  CHECK(error_of([&] { GroupQuant::check(v, args); }) == "invalid argument 'scales': expected a device pointer, got null");
+  // An empty shape needs no pointers.
+  QuantArgs empty;
+  empty.k = 128;
+  CHECK_NOTHROW(GroupQuant::check(v, empty));
+  v.ue8m0 = false;
+  v.scales = QuantScales::ue8m0_packed;
+  CHECK(error_of([&] { GroupQuant::check(v, args_for(4, 128)); }).find("needs ue8m0=1") != std::string::npos);
+}
+
+TEST_CASE("the family grid covers every group, and the packed layout's padding words") {
+  const QuantVariant bf16{};  // 8 lanes per 128-group: 32 groups per CTA
+  CHECK(GroupQuant::groups_per_cta(bf16) == 32);
+  CHECK(GroupQuant::grid(bf16, 1, 7168) == std::array<std::uint32_t, 3>{2, 1, 1});  // 56 groups
+  CHECK(GroupQuant::grid(bf16, 32768, 7168) == std::array<std::uint32_t, 3>{57344, 1, 1});
+  QuantVariant small{};
+  small.group = 32;  // 2 lanes: 128 groups per CTA
+  CHECK(GroupQuant::groups_per_cta(small) == 128);
+  QuantVariant wide{};
+  wide.input = QuantInput::fp32;  // 8 elements per thread: 16 lanes per 128-group
+  CHECK(GroupQuant::groups_per_cta(wide) == 16);
+  QuantVariant packed{};
+  packed.scales = QuantScales::ue8m0_packed;
+  packed.ue8m0 = true;
+  // m = 5, G = 6: 30 groups + (8 - 5) padded rows x 2 words = 36 items, 2 CTAs of 32.
+  CHECK(GroupQuant::grid(packed, 5, 768) == std::array<std::uint32_t, 3>{2, 1, 1});
+}
+
+TEST_CASE("scale buffer sizes follow each layout") {
+  QuantVariant v{};
+  CHECK(quant_scales_bytes(v, 5, 768) == 5 * 6 * 4);
+  v.scales = QuantScales::column_major;
+  CHECK(quant_scales_bytes(v, 5, 768) == 6 * 5 * 4);
+  v.scales = QuantScales::column_major_tma;
+  CHECK(quant_scales_bytes(v, 5, 768) == 6 * 8 * 4);
+  v.scales = QuantScales::ue8m0_packed;
+  v.ue8m0 = true;
+  CHECK(quant_scales_bytes(v, 5, 768) == 2 * 8 * 4);  // ceil(6/4) words per padded row
+}
+
+TEST_CASE("C ABI: params start as the seed variant, and every field is checked") {
+  kiln_quant_params params;
+  REQUIRE(kiln_quant_params_init(&params) == KILN_OK);
+  CHECK(params.struct_size == sizeof(kiln_quant_params));
+  CHECK(params.input == KILN_QUANT_IN_BF16);
+  CHECK(params.group == 128);
+  CHECK(params.output == KILN_QUANT_OUT_E4M3);
+  CHECK(params.scales == KILN_QUANT_SCALES_ROW);
+  CHECK(params.eps == 1e-10f);
+  std::uint64_t bytes = 0;
+  REQUIRE(kiln_quant_scales_bytes(&params, 5, 768, &bytes) == KILN_OK);
+  CHECK(bytes == 120);
+
+  params.output = 7;
+  CHECK(kiln_quant_scales_bytes(&params, 5, 768, &bytes) == KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(kiln_last_error()) ==
+        "invalid argument 'params->output': expected 0..1 (KILN_QUANT_* constants), got 7");
+  params.output = KILN_QUANT_OUT_INT8;
+  params.ue8m0 = 1;
+  CHECK(kiln_quant_scales_bytes(&params, 5, 768, &bytes) == KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(kiln_last_error()).find("parameter 'ue8m0'") != std::string::npos);
+  params.ue8m0 = 0;
+  params.group = 96;
+  CHECK(kiln_quant_scales_bytes(&params, 5, 768, &bytes) == KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(kiln_last_error()).find("'group': expected one of 32, 64, 128, got '96'") != std::string::npos);
+  params.group = 128;
+  params.struct_size = 8;
+  CHECK(kiln_quant_scales_bytes(&params, 5, 768, &bytes) == KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(kiln_last_error()) == "invalid argument 'params->struct_size': expected at least 48, got 8");
+  CHECK(kiln_quant_params_init(nullptr) == KILN_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("C ABI: without a GPU a variant is unavailable, and bad arguments are still named first") {
+  kiln_service* service = nullptr;
+  REQUIRE(kiln_service_create(0, &service) == KILN_OK);
+  kiln_quant_params params;
+  REQUIRE(kiln_quant_params_init(&params) == KILN_OK);
+  params.input = KILN_QUANT_IN_FP16;
+  CHECK(kiln_quant_prepare(service, &params) == KILN_ERROR_UNAVAILABLE);
+  CHECK(std::string(kiln_last_error()).rfind("variant per_token_group_quant-fp16-g128-e4m3-row is not available", 0) == 0);
+  CHECK(kiln_quant(service, &params, address(0x10000), address(0x20000), address(0x30000), 4, 100, nullptr) ==
+        KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(kiln_last_error()) == "invalid argument 'k': expected a multiple of the group (128), got 100");
+  CHECK(kiln_quant(service, &params, address(0x10000), address(0x20000), address(0x30000), 4, 128, nullptr) ==
+        KILN_ERROR_UNAVAILABLE);
+  CHECK(kiln_quant(service, &params, nullptr, nullptr, nullptr, 0, 128, nullptr) == KILN_OK);  // no-op
+  kiln_service_destroy(service);
+}
