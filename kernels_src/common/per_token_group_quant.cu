@@ -48,11 +48,13 @@ __device__ __forceinline__ uint4 load_stream(const void* p) {
   return v;
 }
 
+#if KILN_Q_IN == 1
 __device__ __forceinline__ float fp16_to_float(unsigned short h) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
   return f;
 }
+#endif
 
 // The VEC elements of one 16-byte vector as floats.
 __device__ __forceinline__ void unpack(const uint4& v, float* f) {
