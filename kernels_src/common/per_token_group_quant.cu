@@ -11,9 +11,12 @@
 //   KILN_Q_UE8M0   1: scales rounded up to a power of two
 //   KILN_Q_SILU    1: x is [M, 2K]; quantize silu(x[:, :K]) * x[:, K:]
 //
-// Geometry: a flat 1-D grid over every (row, group) pair, 256-thread CTAs; each group has LANES
-// threads and each thread loads two 16-byte vectors of every operand, so a group's lanes read
-// contiguous 16 * LANES-byte runs and consecutive CTAs stream consecutive memory. The numerics are
+// Geometry: 256-thread CTAs on a 1-D grid; each group has LANES threads and each thread loads two
+// 16-byte vectors of every operand, so a group's lanes read contiguous 16 * LANES-byte runs. With
+// row-major scales the grid is flat over every (row, group) pair, groups fastest, so consecutive
+// CTAs stream consecutive memory. With column-major scales a CTA takes a tile of TILE_ROWS rows by
+// TILE_GROUPS groups, rows fastest, so its scale stores fill whole 128-byte lines of a scale column
+// instead of one scattered 4-byte store per group (which cost up to half the bandwidth at group 32). The numerics are
 // the shared kernel's (fp8_e4m3.cuh) plus quant_numerics.cuh; the host reference compiles both.
 //
 // Needs x 16-byte aligned with a row stride (in elements) whose bytes are a multiple of 16, q
@@ -39,6 +42,10 @@ static_assert(GROUP % EPT == 0 && LANES >= 2 && LANES <= 16, "a group spans 2..1
 constexpr bool INT8 = KILN_Q_OUT == 1;
 constexpr float QMAX = INT8 ? kiln::quant::INT8_MAX_CODE : kiln::fp8::E4M3_MAX;
 constexpr float QMIN = INT8 ? kiln::quant::INT8_MIN_CODE : -kiln::fp8::E4M3_MAX;
+constexpr bool COLUMN_SCALES = KILN_Q_SCALES != 0;
+constexpr bool PACKED = KILN_Q_SCALES == 3;
+constexpr unsigned TILE_ROWS = GROUPS_PER_CTA >= 32 ? 32 : GROUPS_PER_CTA;  // kiln::ops::GroupQuant::grid
+constexpr unsigned TILE_GROUPS = GROUPS_PER_CTA / TILE_ROWS;
 
 __device__ __forceinline__ uint4 load_stream(const void* p) {
   uint4 v;
@@ -88,27 +95,33 @@ __device__ __forceinline__ unsigned codes2(float lo, float hi, const kiln::fp8::
 
 // x: [m, row_stride] elements (row_stride >= k, or >= 2k with SiLU); q: [m, k] bytes;
 // scales: per KILN_Q_SCALES; groups = k / GROUP; scale_rows = the M extent of column-major scales
-// (m, or m padded to 4); pad_items = the zero int32 words of padded rows (packed layout only).
+// (m, or m padded to 4).
 extern "C" __global__ __launch_bounds__(THREADS) void per_token_group_quant(
     const void* __restrict__ x, unsigned char* __restrict__ q, void* __restrict__ scales, unsigned long long m,
-    unsigned int groups, unsigned long long row_stride, unsigned int scale_rows, unsigned long long pad_items,
-    float eps) {
+    unsigned int groups, unsigned long long row_stride, unsigned int scale_rows, float eps) {
   const unsigned lane = threadIdx.x % LANES;
-  const unsigned long long item = static_cast<unsigned long long>(blockIdx.x) * GROUPS_PER_CTA + threadIdx.x / LANES;
-  const unsigned long long work = m * groups;
-  if (item >= work) {
-#if KILN_Q_SCALES == 3
-    // Padded rows of the packed layout hold zeros, so a TMA load of the whole tile reads no garbage.
-    if (lane == 0 && item - work < pad_items) {
-      const unsigned long long pad = item - work;
-      const unsigned long long pad_rows = scale_rows - m;
-      static_cast<unsigned*>(scales)[(pad / pad_rows) * scale_rows + m + pad % pad_rows] = 0u;
+  const unsigned slot = threadIdx.x / LANES;
+  unsigned long long row;
+  unsigned g;
+  if constexpr (COLUMN_SCALES) {
+    // The packed layout's tiles also cover its padding (rows up to m padded to 4, groups up to a
+    // whole word), which they write as zeros so a TMA load of the tile reads no garbage.
+    const unsigned span = PACKED ? (groups + 3) / 4 * 4 : groups;
+    const unsigned group_tiles = (span + TILE_GROUPS - 1) / TILE_GROUPS;
+    row = static_cast<unsigned long long>(blockIdx.x / group_tiles) * TILE_ROWS + slot % TILE_ROWS;
+    g = (blockIdx.x % group_tiles) * TILE_GROUPS + slot / TILE_ROWS;
+    if (PACKED && (row >= m || g >= groups)) {
+      if (lane == 0 && row < scale_rows && g < span)
+        static_cast<unsigned char*>(scales)[((static_cast<unsigned long long>(g / 4) * scale_rows + row) * 4) + g % 4] = 0;
+      return;
     }
-#endif
-    return;
+    if (row >= m || g >= groups) return;
+  } else {
+    const unsigned long long item = static_cast<unsigned long long>(blockIdx.x) * GROUPS_PER_CTA + slot;
+    if (item >= m * groups) return;
+    row = item / groups;
+    g = static_cast<unsigned>(item % groups);
   }
-  const unsigned long long row = item / groups;
-  const unsigned g = static_cast<unsigned>(item % groups);
   const unsigned long long k = static_cast<unsigned long long>(groups) * GROUP;
   // Why this mask: a warp holds 32 / LANES groups, and only a group's own lanes exchange maxima.
   const unsigned mask = ((1u << LANES) - 1u) << ((threadIdx.x % 32u) & ~(LANES - 1u));
@@ -160,11 +173,7 @@ extern "C" __global__ __launch_bounds__(THREADS) void per_token_group_quant(
 #elif KILN_Q_SCALES == 1 || KILN_Q_SCALES == 2
   static_cast<float*>(scales)[static_cast<unsigned long long>(g) * scale_rows + row] = scale;
 #else
-  unsigned char* packed = static_cast<unsigned char*>(scales);
   const unsigned long long word = static_cast<unsigned long long>(g / 4) * scale_rows + row;
-  packed[word * 4 + g % 4] = static_cast<unsigned char>(kiln::quant::ue8m0_exponent(scale));
-  // The last word of a row whose groups do not fill it: its spare bytes are zero.
-  if (g == groups - 1)
-    for (unsigned spare = g % 4 + 1; spare < 4; ++spare) packed[word * 4 + spare] = 0;
+  static_cast<unsigned char*>(scales)[word * 4 + g % 4] = static_cast<unsigned char>(kiln::quant::ue8m0_exponent(scale));
 #endif
 }

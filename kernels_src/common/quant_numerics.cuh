@@ -13,7 +13,7 @@
 #define KILN_Q_MUL(a, b) __fmul_rn((a), (b))
 #define KILN_Q_ADD(a, b) __fadd_rn((a), (b))
 #define KILN_Q_FMA(a, b, c) __fmaf_rn((a), (b), (c))
-#define KILN_Q_DIV(a, b) __fdiv_rn((a), (b))
+#define KILN_Q_RCP(a) __frcp_rn(a)
 #define KILN_Q_BITS(f) __float_as_uint(f)
 #define KILN_Q_FLOAT(u) __uint_as_float(u)
 #define KILN_Q_RINT(f) rintf(f)
@@ -27,7 +27,7 @@ inline float from_bits(unsigned u) { float f; std::memcpy(&f, &u, sizeof f); ret
 #define KILN_Q_MUL(a, b) ((a) * (b))
 #define KILN_Q_ADD(a, b) ((a) + (b))
 #define KILN_Q_FMA(a, b, c) std::fma((a), (b), (c))
-#define KILN_Q_DIV(a, b) ((a) / (b))
+#define KILN_Q_RCP(a) (1.0f / (a))
 #define KILN_Q_BITS(f) ::kiln::quant::host::bits(f)
 #define KILN_Q_FLOAT(u) ::kiln::quant::host::from_bits(u)
 #define KILN_Q_RINT(f) std::nearbyint(f)
@@ -59,13 +59,11 @@ KILN_FP8_FN float fp16_bits_to_float(unsigned short h) {
 // 2^n as a float for -126 <= n <= 127.
 KILN_FP8_FN float pow2(int n) { return KILN_Q_FLOAT(static_cast<unsigned>(n + 127) << 23); }
 
-// e^x from +, *, fma and rint only, so host and device give the same bits: x = n ln2 + r with
-// |r| <= ln2/2 (Cody-Waite, two-part ln2), a degree-7 Taylor polynomial for e^r (relative error
-// below 2^-26), then 2^n applied in two steps so results down to the subnormals round once.
-KILN_FP8_FN float portable_exp(float x) {
-  if (x != x) return x;
-  if (x > 88.72283935546875f) return KILN_Q_FLOAT(0x7f800000u);
-  if (x < -103.97208404541016f) return 0.0f;
+// e^x for |x| <= 87 from +, *, fma and rint only, so host and device give the same bits: x = n ln2 + r
+// with |r| <= ln2/2 (Cody-Waite, two-part ln2), a degree-7 Taylor polynomial for e^r (relative
+// error below 2^-26), then one multiply by 2^n (n within +-126, so 2^n is a normal float).
+// Branch-free: the fused SiLU runs it on every element.
+KILN_FP8_FN float exp_within_87(float x) {
   const float n = KILN_Q_RINT(KILN_Q_MUL(x, 1.44269502162933349609375f));
   float r = KILN_Q_FMA(-n, 0.693145751953125f, x);
   r = KILN_Q_FMA(-n, 1.428606765330187045e-06f, r);
@@ -77,16 +75,18 @@ KILN_FP8_FN float portable_exp(float x) {
   p = KILN_Q_FMA(p, r, 0.5f);
   p = KILN_Q_FMA(p, r, 1.0f);
   p = KILN_Q_FMA(p, r, 1.0f);
-  const int k = static_cast<int>(n);
-  const int half = k / 2;
-  return KILN_Q_MUL(KILN_Q_MUL(p, pow2(half)), pow2(k - half));
+  return KILN_Q_MUL(p, pow2(static_cast<int>(n)));
 }
 
-// silu(gate) * up = gate / (1 + e^-gate) * up, each step rounded once in fp32 (no rounding to the
-// input type between the activation and the quantizer, as SGLang's fused kernel).
+// silu(gate) * up = gate * (1 / (1 + e^-gate)) * up, each step rounded once in fp32 (the reciprocal
+// correctly rounded; no rounding to the input type between the activation and the quantizer).
+// Past -gate > 87 the sigmoid is 0 (its reciprocal would be subnormal: the slow path of every
+// division); below -87 e^-gate is under 2^-125, so 1 + e^-gate is exactly 1 whatever the clamp
+// does. NaN stays NaN through `gate`; silu(-inf) is NaN (-inf * 0), as gate / (1 + e^inf) is.
 KILN_FP8_FN float silu_and_mul(float gate, float up) {
-  const float silu = KILN_Q_DIV(gate, KILN_Q_ADD(1.0f, portable_exp(-gate)));
-  return KILN_Q_MUL(silu, up);
+  const float t = fminf(fmaxf(-gate, -87.0f), 87.0f);
+  const float sigmoid = -gate > 87.0f ? 0.0f : KILN_Q_RCP(KILN_Q_ADD(1.0f, exp_within_87(t)));
+  return KILN_Q_MUL(KILN_Q_MUL(gate, sigmoid), up);
 }
 
 // vLLM's UE8M0 scale: clamp to 1e-10, then the smallest power of two >= it (its exponent plus one

@@ -1,5 +1,6 @@
 #include "kiln/ops/group_quant.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -41,12 +42,6 @@ std::uint32_t input_bytes(QuantInput input) { return input == QuantInput::fp32 ?
 std::uint64_t padded_to_4(std::uint64_t m) { return (m + 3) / 4 * 4; }
 
 std::uint64_t groups_of(const QuantVariant& variant, std::uint64_t k) { return k / variant.group; }
-
-// Zero int32 words the packed layout writes for the rows between m and m padded to 4.
-std::uint64_t pad_items(const QuantVariant& variant, std::uint64_t m, std::uint64_t k) {
-  if (variant.scales != QuantScales::ue8m0_packed) return 0;
-  return (padded_to_4(m) - m) * ((groups_of(variant, k) + 3) / 4);
-}
 
 std::uint64_t scale_rows(const QuantVariant& variant, std::uint64_t m) {
   const bool padded = variant.scales == QuantScales::column_major_tma || variant.scales == QuantScales::ue8m0_packed;
@@ -108,9 +103,20 @@ std::uint32_t GroupQuant::groups_per_cta(const QuantVariant& variant) {
 }
 
 std::array<std::uint32_t, 3> GroupQuant::grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k) {
-  const std::uint64_t work = m * groups_of(variant, k) + pad_items(variant, m, k);
   const std::uint64_t per_cta = groups_per_cta(variant);
-  return {static_cast<std::uint32_t>((work + per_cta - 1) / per_cta), 1, 1};
+  const std::uint64_t groups = groups_of(variant, k);
+  std::uint64_t ctas = (m * groups + per_cta - 1) / per_cta;
+  if (variant.scales != QuantScales::row_major) {
+    // Tiles of TILE_ROWS x TILE_GROUPS (the kernel's constants), over the padding of the packed layout too.
+    const std::uint64_t tile_rows = per_cta >= 32 ? 32 : per_cta;
+    const std::uint64_t tile_groups = per_cta / tile_rows;
+    const bool packed = variant.scales == QuantScales::ue8m0_packed;
+    const std::uint64_t rows = packed ? padded_to_4(m) : m;
+    const std::uint64_t span = packed ? (groups + 3) / 4 * 4 : groups;
+    ctas = (rows + tile_rows - 1) / tile_rows * ((span + tile_groups - 1) / tile_groups);
+  }
+  // Why saturate: check() compares against the grid limit, and a wrapped count would pass it.
+  return {static_cast<std::uint32_t>(std::min<std::uint64_t>(ctas, 0xFFFFFFFFu)), 1, 1};
 }
 
 void GroupQuant::check(const QuantVariant& variant, const QuantArgs& args) {
@@ -182,9 +188,8 @@ QuantLaunch GroupQuant::launch(GpuBackend& gpu, const QuantArgs& args) const {
   auto groups = static_cast<std::uint32_t>(groups_of(variant_, args.k));
   unsigned long long row_stride = args.x_row_stride != 0 ? args.x_row_stride : dense_stride(variant_, args.k);
   auto rows = static_cast<std::uint32_t>(scale_rows(variant_, args.m));
-  unsigned long long pad = pad_items(variant_, args.m, args.k);
   float eps = args.eps;
-  void* kernel_args[] = {&x, &q, &scales, &m, &groups, &row_stride, &rows, &pad, &eps};
+  void* kernel_args[] = {&x, &q, &scales, &m, &groups, &row_stride, &rows, &eps};
   gpu.launch(done.kernel, Dim3{done.grid[0], 1, 1}, Dim3{FAMILY_THREADS, 1, 1}, 0, args.stream, kernel_args);
   return done;
 }

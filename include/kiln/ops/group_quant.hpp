@@ -89,7 +89,7 @@ struct QuantLaunch {
   bool seed_path = false;     ///< ran through Fp8ActQuant (its pick is in `fp8`)
   Fp8QuantPick fp8;           ///< the seed path's pick
   KernelHandle kernel;        ///< the family kernel launched (family path)
-  std::array<std::uint32_t, 3> grid{};  ///< its grid: (ceil(work / groups per CTA), 1, 1)
+  std::array<std::uint32_t, 3> grid{};  ///< its grid (GroupQuant::grid)
   std::uint32_t block = 0;    ///< 256 on the family path
 };
 
@@ -119,7 +119,10 @@ class GroupQuant {
   static void check(const QuantVariant& variant, const QuantArgs& args);
   /// Groups one 256-thread CTA of the family kernel covers: 256 / lanes per group.
   static std::uint32_t groups_per_cta(const QuantVariant& variant);
-  /// The family kernel's grid for `(m, k)`: X = ceil((m * G + padding words) / groups_per_cta).
+  /// The family kernel's grid for `(m, k)`, 1-D: with row-major scales ceil(m * G / groups_per_cta)
+  /// CTAs, flat over (row, group); with column-major scales tiles of R = min(32, groups_per_cta)
+  /// rows by groups_per_cta / R groups (over m padded to 4 and G padded to 4 for the packed
+  /// layout, whose padding the tiles write as zeros).
   static std::array<std::uint32_t, 3> grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k);
 
  private:
