@@ -95,15 +95,15 @@ TEST_CASE("the family grid covers every group, and the packed layout's padding w
   QuantVariant packed{};
   packed.scales = QuantScales::ue8m0_packed;
   packed.ue8m0 = true;
-  // Column-major layouts take tiles of 32 rows x (32 / 32) groups: m = 5 padded to 8 rows, G = 6
-  // padded to 8 groups: 1 row tile x 8 group tiles.
-  CHECK(GroupQuant::grid(packed, 5, 768) == std::array<std::uint32_t, 3>{8, 1, 1});
+  // Column-major layouts take tiles of 8 rows x (32 / 8) groups: m = 5 padded to 8 rows, G = 6
+  // padded to 8 groups: 1 row tile x 2 group tiles.
+  CHECK(GroupQuant::grid(packed, 5, 768) == std::array<std::uint32_t, 3>{2, 1, 1});
   QuantVariant column{};
-  column.group = 32;  // 128 groups per CTA: tiles of 32 rows x 4 groups
+  column.group = 32;  // 128 groups per CTA: tiles of 8 rows x 16 groups
   column.scales = QuantScales::column_major;
-  CHECK(GroupQuant::grid(column, 100, 320) == std::array<std::uint32_t, 3>{4 * 3, 1, 1});
+  CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{13 * 2, 1, 1});
   column.scales = QuantScales::column_major_tma;  // padding rows are not the kernel's to write
-  CHECK(GroupQuant::grid(column, 100, 320) == std::array<std::uint32_t, 3>{4 * 3, 1, 1});
+  CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{13 * 2, 1, 1});
 }
 
 TEST_CASE("scale buffer sizes follow each layout") {

@@ -14,9 +14,10 @@
 // Geometry: 256-thread CTAs on a 1-D grid; each group has LANES threads and each thread loads two
 // 16-byte vectors of every operand, so a group's lanes read contiguous 16 * LANES-byte runs. With
 // row-major scales the grid is flat over every (row, group) pair, groups fastest, so consecutive
-// CTAs stream consecutive memory. With column-major scales a CTA takes a tile of TILE_ROWS rows by
-// TILE_GROUPS groups, rows fastest, so its scale stores fill whole 128-byte lines of a scale column
-// instead of one scattered 4-byte store per group (which cost up to half the bandwidth at group 32). The numerics are
+// CTAs stream consecutive memory. With column-major scales a CTA takes a tile of 8 rows by
+// TILE_GROUPS groups, rows fastest, so its scale stores fill whole 32-byte sectors of a scale column
+// instead of one scattered 4-byte store per group (which cost up to a third of the bandwidth at
+// group 32), while each row still reads TILE_GROUPS consecutive groups. The numerics are
 // the shared kernel's (fp8_e4m3.cuh) plus quant_numerics.cuh; the host reference compiles both.
 //
 // Needs x 16-byte aligned with a row stride (in elements) whose bytes are a multiple of 16, q
@@ -44,7 +45,7 @@ constexpr float QMAX = INT8 ? kiln::quant::INT8_MAX_CODE : kiln::fp8::E4M3_MAX;
 constexpr float QMIN = INT8 ? kiln::quant::INT8_MIN_CODE : -kiln::fp8::E4M3_MAX;
 constexpr bool COLUMN_SCALES = KILN_Q_SCALES != 0;
 constexpr bool PACKED = KILN_Q_SCALES == 3;
-constexpr unsigned TILE_ROWS = GROUPS_PER_CTA >= 32 ? 32 : GROUPS_PER_CTA;  // kiln::ops::GroupQuant::grid
+constexpr unsigned TILE_ROWS = 8;  // kiln::ops::GroupQuant::grid: 8 fp32 scales fill one 32-byte sector
 constexpr unsigned TILE_GROUPS = GROUPS_PER_CTA / TILE_ROWS;
 
 __device__ __forceinline__ uint4 load_stream(const void* p) {

@@ -108,7 +108,7 @@ std::array<std::uint32_t, 3> GroupQuant::grid(const QuantVariant& variant, std::
   std::uint64_t ctas = (m * groups + per_cta - 1) / per_cta;
   if (variant.scales != QuantScales::row_major) {
     // Tiles of TILE_ROWS x TILE_GROUPS (the kernel's constants), over the padding of the packed layout too.
-    const std::uint64_t tile_rows = per_cta >= 32 ? 32 : per_cta;
+    const std::uint64_t tile_rows = 8;
     const std::uint64_t tile_groups = per_cta / tile_rows;
     const bool packed = variant.scales == QuantScales::ue8m0_packed;
     const std::uint64_t rows = packed ? padded_to_4(m) : m;

@@ -120,8 +120,8 @@ class GroupQuant {
   /// Groups one 256-thread CTA of the family kernel covers: 256 / lanes per group.
   static std::uint32_t groups_per_cta(const QuantVariant& variant);
   /// The family kernel's grid for `(m, k)`, 1-D: with row-major scales ceil(m * G / groups_per_cta)
-  /// CTAs, flat over (row, group); with column-major scales tiles of R = min(32, groups_per_cta)
-  /// rows by groups_per_cta / R groups (over m padded to 4 and G padded to 4 for the packed
+  /// CTAs, flat over (row, group); with column-major scales tiles of 8 rows by groups_per_cta / 8
+  /// groups (over m padded to 4 and G padded to 4 for the packed
   /// layout, whose padding the tiles write as zeros).
   static std::array<std::uint32_t, 3> grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k);
 
