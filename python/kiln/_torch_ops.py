@@ -14,6 +14,12 @@ from . import _kiln, _variant
 _Q_DTYPES = {"e4m3": torch.float8_e4m3fn, "int8": torch.int8}
 
 
+def _address(t: torch.Tensor) -> int:
+    """The data address, or under tracing (where there is none) its offset into the allocation,
+    which kiln's allocators align to 256 bytes."""
+    return t.data_ptr() if _eager(t) else t.storage_offset() * t.element_size()
+
+
 def _check_x(x, group_size: int, layout: str) -> Tuple[int, int, int]:
     """(M, K, row stride in elements, 0 = dense) of a valid x; TypeError/ValueError naming x otherwise."""
     if not isinstance(x, torch.Tensor):
@@ -25,7 +31,7 @@ def _check_x(x, group_size: int, layout: str) -> Tuple[int, int, int]:
     m, k = _variant.check_shape(tuple(x.shape), group_size, layout)
     if x.shape[-1] > 1 and x.stride(-1) != 1:
         raise ValueError(f"x: expected a contiguous last dimension (stride 1), got strides {tuple(x.stride())}")
-    _variant.check_alignment("x", x.data_ptr())
+    _variant.check_alignment("x", _address(x))
     if m <= 1 or x.is_contiguous():
         return m, k, 0
     try:
@@ -58,7 +64,7 @@ def _launch(x, q, scales, m: int, k: int, stride: int, group_size: int, eps: flo
     if m == 0 or k == 0:
         return
     v = _variant.variant(str(x.dtype)[6:], group_size, output, layout, ue8m0)
-    device = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    device = x.device.index
     stream = torch.cuda.current_stream(device).cuda_stream
     try:
         _kiln.quantize(device, v, x.data_ptr(), q.data_ptr(), scales.data_ptr(), m, k, stride, eps, stream)
@@ -90,6 +96,7 @@ def _(x, group_size, eps, output, layout, use_ue8m0):
 def per_token_group_quant_out(x: torch.Tensor, out_q: torch.Tensor, group_size: int, eps: float, output: str,
                               layout: str, use_ue8m0: bool) -> torch.Tensor:
     m, k, stride = _check_x(x, group_size, layout)
+    _check_out_q(out_q, x, k, output)
     scales = _empty_scales(x, m, k, group_size, layout)
     _launch(x, out_q, scales, m, k, stride, group_size, eps, output, layout, use_ue8m0)
     return scales
@@ -98,6 +105,7 @@ def per_token_group_quant_out(x: torch.Tensor, out_q: torch.Tensor, group_size: 
 @per_token_group_quant_out.register_fake
 def _(x, out_q, group_size, eps, output, layout, use_ue8m0):
     m, k, _ = _check_x(x, group_size, layout)
+    _check_out_q(out_q, x, k, output)
     return _empty_scales(x, m, k, group_size, layout)
 
 
@@ -114,22 +122,48 @@ def _check_out_q(out_q, x: torch.Tensor, k: int, output: str) -> None:
         raise ValueError(f"out_q: expected a tensor on {x.device} (x's device), got one on {out_q.device}")
     if not out_q.is_contiguous():
         raise ValueError(f"out_q: expected a contiguous tensor, got strides {tuple(out_q.stride())}")
-    _variant.check_alignment("out_q", out_q.data_ptr())
+    _variant.check_alignment("out_q", _address(out_q))
+
+
+def _eager(x: torch.Tensor) -> bool:
+    """True when nothing traces this call (no torch.compile, no make_fx or fake mode, a plain
+    tensor), so the op can run without the dispatcher: its Python round trip costs microseconds
+    per call, more than the launch."""
+    return (type(x) is torch.Tensor and x.device.type == "cuda" and not torch.compiler.is_compiling()
+            and torch._C._len_torch_dispatch_stack() == 0)
+
+
+def _op(x, out_q, group_size: int, eps: float, output: str, layout: str, ue8m0: bool):
+    if out_q is None:
+        return torch.ops.kiln.per_token_group_quant(x, group_size, eps, output, layout, ue8m0)
+    return out_q, torch.ops.kiln.per_token_group_quant_out(x, out_q, group_size, eps, output, layout, ue8m0)
 
 
 def quantize(x, group_size, eps, column_major_scales, tma_aligned_scales, use_ue8m0, out_q, output: str,
              pack_ue8m0_scales: bool = False):
-    """What the public functions share: check every argument, then one op call."""
+    """What the public functions share: check every argument, then the op (or, untraced, its body)."""
     _variant.check_group_size(group_size)
     eps = _variant.check_eps(eps)
-    layout = _variant.scale_layout(bool(column_major_scales), bool(tma_aligned_scales), bool(use_ue8m0),
+    ue8m0 = bool(use_ue8m0)
+    layout = _variant.scale_layout(bool(column_major_scales), bool(tma_aligned_scales), ue8m0,
                                    bool(pack_ue8m0_scales))
-    _, k, _ = _check_x(x, group_size, layout)
+    # Why straight to the op under torch.compile: dynamo cannot trace storage queries; the fake
+    # implementations check x and out_q when it runs them.
+    if torch.compiler.is_compiling():
+        return _op(x, out_q, group_size, eps, output, layout, ue8m0)
+    m, k, stride = _check_x(x, group_size, layout)
+    if out_q is not None:
+        _check_out_q(out_q, x, k, output)
+    if not _eager(x):
+        return _op(x, out_q, group_size, eps, output, layout, ue8m0)
     if out_q is None:
-        return torch.ops.kiln.per_token_group_quant(x, group_size, eps, output, layout, bool(use_ue8m0))
-    _check_out_q(out_q, x, k, output)
-    scales = torch.ops.kiln.per_token_group_quant_out(x, out_q, group_size, eps, output, layout, bool(use_ue8m0))
-    return out_q, scales
+        q, scales = _empty_outputs(x, m, k, group_size, output, layout)
+    else:
+        q, scales = out_q, _empty_scales(x, m, k, group_size, layout)
+        # Why: as the op's mutation annotation would, so autograd sees out_q changed.
+        torch.autograd.graph.increment_version(out_q)
+    _launch(x, q, scales, m, k, stride, group_size, eps, output, layout, ue8m0)
+    return q, scales
 
 
 def check_dtype(dtype, output: str) -> None:

@@ -124,7 +124,7 @@ def test_wrong_dtype(dtype):
 
 
 def test_zero_dimensional():
-    raises(ValueError, r"^x: expected at least one dimension", FP8, meta())
+    raises(ValueError, r"^x: expected at least one dimension", FP8, torch.empty((), dtype=torch.bfloat16, device="meta"))
 
 
 def test_last_dimension_not_contiguous():
