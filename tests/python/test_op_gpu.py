@@ -199,3 +199,25 @@ def test_opcheck():
     out = torch.empty(32, 512, dtype=torch.float8_e4m3fn, device="cuda")
     torch.library.opcheck(torch.ops.kiln.per_token_group_quant_out.default,
                           (x, out, 128, 1e-10, "e4m3", "row_major", False))
+
+
+def test_dlpack_jax_bf16():
+    import os
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave the GPU to torch too
+    jnp = pytest.importorskip("jax.numpy")
+    import jax
+    x = sample(32, 512, seed=10)
+    gpu = [d for d in jax.devices() if d.platform == "gpu"]
+    if not gpu:
+        pytest.skip("JAX sees no GPU")
+    xj = jax.device_put(jnp.asarray(x.float().cpu().numpy()).astype(jnp.bfloat16), gpu[0])
+    q, scales = kiln.per_token_group_quant_fp8(xj)
+    torch.cuda.synchronize()
+    assert_exact(q, scales, torch.from_dlpack(xj))
+
+
+def test_dlpack_cupy_reaches_the_variant():
+    cupy = pytest.importorskip("cupy")
+    xc = cupy.ones((8, 256), dtype=cupy.float16)  # CuPy has no bf16: the fp16 variant is asked for
+    with pytest.raises(NotImplementedError, match="fp16/g128/e4m3/row_major"):
+        kiln.per_token_group_quant_fp8(xc)
