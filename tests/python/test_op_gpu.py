@@ -142,15 +142,17 @@ def test_warm_then_capture():
 
 def test_side_stream():
     x = sample(512, 4096, seed=6)
+    fresh = sample(512, 4096, seed=11)
+    torch.cuda.synchronize()
     side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        # A long kernel ahead on the side stream: kiln must queue behind it, on the side stream.
-        torch.cuda._sleep(50_000_000)
-        x.mul_(1)
+        # The side stream sleeps, then writes fresh values: a kernel launched anywhere but on the
+        # side stream would read the old ones.
+        torch.cuda._sleep(100_000_000)
+        x.copy_(fresh)
         q, scales = kiln.per_token_group_quant_fp8(x)
     side.synchronize()
-    assert_exact(q, scales, x)
+    assert_exact(q, scales, fresh)
 
 
 def test_device_index_is_honoured():
