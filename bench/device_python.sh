@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# On the GPU machine (H200: Python 3.12 in /opt/torch/.venv with torch, pybind11, pytest; no
+# meson-python), from the repository root with .carry/bin/kiln and .carry/lib/libkiln.so* (plus
+# spdlog, fmt, xxhash) carried: builds the extension there against the carried library (an
+# extension built for another Python does not import), lays out the kiln package in a temporary
+# folder, runs pytest over tests/python (GPU tests included) and the eager host-overhead
+# measurement. Writes $OUT/python-tests.log, $OUT/python-pytest.xml, $OUT/python-overhead.{json,md}.
+set -uo pipefail
+export LD_LIBRARY_PATH=$PWD/.carry/lib:/usr/local/cuda/lib64
+PY=${KILN_DEVICE_PYTHON:-/opt/torch/.venv/bin/python}
+pkg=$(mktemp -d)/site
+mkdir -p "$pkg/kiln"
+lib=.carry/lib/libkiln.so.0
+[ -e "$lib" ] || { echo "device_python: no $lib carried" | tee "$OUT/python-tests.log"; exit 1; }
+ext="$pkg/kiln/_kiln$($PY -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
+{
+  echo "### build the extension ($(date -u +%H:%M:%S))"
+  c++ -O2 -std=c++17 -shared -fPIC $($PY -m pybind11 --includes) -Iinclude python/ext/kiln_module.cpp \
+    python/ext/quant_call.cpp "$lib" -Wl,-rpath,"$PWD/.carry/lib" -o "$ext" || exit 1
+  cp python/kiln/*.py "$pkg/kiln/" && cp .carry/bin/kiln "$pkg/kiln/kiln" || exit 1
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  echo "### pytest ($(date -u +%H:%M:%S))"
+  (cd / && PYTHONPATH="$pkg" KILN_CACHE_DIR="$(mktemp -d)" "$PY" -m pytest -v -p no:cacheprovider -s \
+    "$OLDPWD/tests/python" --junitxml="$OUT/python-pytest.xml")
+  echo "pytest exit $?"
+  echo "### overhead ($(date -u +%H:%M:%S))"
+  PYTHONPATH="$pkg" "$PY" bench/python_overhead.py --out "$OUT/python-overhead"
+  echo "overhead exit $?"
+} > "$OUT/python-tests.log" 2>&1
+grep -E "^###|exit|passed|failed|FAILED|ERROR|REPLAYED|REFUSED" "$OUT/python-tests.log" | tail -40
+cat "$OUT/python-overhead.md" 2>/dev/null

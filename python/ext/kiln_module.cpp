@@ -1,0 +1,126 @@
+// kiln._kiln: the extension under the Python package. Thin: one Service per device, created on
+// first use and kept for the process; the quantizer call takes one variant struct and raw device
+// pointers (the Python side owns tensors, streams and checks of shapes and dtypes).
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "kiln/service.hpp"
+#include "kiln/version.hpp"
+#include "quant_call.hpp"
+
+namespace py = pybind11;
+using kiln::python::QuantArgs;
+using kiln::python::QuantInput;
+using kiln::python::QuantOutput;
+using kiln::python::QuantVariant;
+using kiln::python::ScaleLayout;
+
+namespace {
+
+// Why kept for the process: a Service owns the device's loaded modules; making one per call would
+// load them again each time.
+std::mutex services_mutex;
+// Why never destroyed: at interpreter exit PyTorch and the driver may already be torn down, and a
+// Service's destructor unloads modules and releases the primary context; the process end frees all.
+auto& services = *new std::map<int, std::unique_ptr<kiln::Service>>();
+
+kiln::Service& service(int device) {
+  const std::lock_guard<std::mutex> lock(services_mutex);
+  auto& slot = services[device];
+  if (!slot) slot = std::make_unique<kiln::Service>(device);
+  return *slot;
+}
+
+void* pointer(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
+
+py::dict counters(int device) {
+  const kiln::ServiceCounters c = service(device).counters();
+  py::dict memory;
+  memory["memory_hits"] = c.memory.memory_hits;
+  memory["lock_waits"] = c.memory.lock_waits;
+  memory["disk_hits"] = c.memory.disk_hits;
+  memory["compiles"] = c.memory.compiles;
+  memory["compile_ms"] = c.memory.compile_ms;
+  memory["load_refused"] = c.memory.load_refused;
+  memory["failures"] = c.memory.failures;
+  py::dict disk;
+  disk["disk_hits"] = c.disk.disk_hits;
+  disk["disk_misses"] = c.disk.disk_misses;
+  disk["compiles"] = c.disk.compiles;
+  disk["corrupt_healed"] = c.disk.corrupt_healed;
+  disk["rejected"] = c.disk.rejected;
+  disk["lock_waits"] = c.disk.lock_waits;
+  disk["lock_timeouts"] = c.disk.lock_timeouts;
+  disk["lock_failures"] = c.disk.lock_failures;
+  disk["evictions"] = c.disk.evictions;
+  disk["store_failures"] = c.disk.store_failures;
+  py::dict all;
+  all["memory"] = memory;
+  all["disk"] = disk;
+  return all;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_kiln, m) {
+  m.doc() = "kiln's C++ API for the kiln Python package (use the package, not this module)";
+
+  py::register_exception_translator([](std::exception_ptr raised) {
+    try {
+      if (raised) std::rethrow_exception(raised);
+    } catch (const kiln::python::VariantNotImplemented& e) {
+      PyErr_SetString(PyExc_NotImplementedError, e.message.c_str());
+    }
+  });
+
+  py::enum_<QuantInput>(m, "QuantInput")
+      .value("bf16", QuantInput::bf16).value("fp16", QuantInput::fp16).value("fp32", QuantInput::fp32);
+  py::enum_<QuantOutput>(m, "QuantOutput").value("e4m3", QuantOutput::e4m3).value("int8", QuantOutput::int8);
+  py::enum_<ScaleLayout>(m, "ScaleLayout")
+      .value("row_major", ScaleLayout::row_major)
+      .value("column_major", ScaleLayout::column_major)
+      .value("column_major_tma", ScaleLayout::column_major_tma)
+      .value("ue8m0_packed", ScaleLayout::ue8m0_packed);
+  py::class_<QuantVariant>(m, "QuantVariant")
+      .def(py::init([](QuantInput input, int group, QuantOutput output, ScaleLayout scales, bool ue8m0,
+                       bool silu_and_mul) { return QuantVariant{input, group, output, scales, ue8m0, silu_and_mul}; }),
+           py::arg("input"), py::arg("group"), py::arg("output"), py::arg("scales"), py::arg("ue8m0"),
+           py::arg("silu_and_mul"))
+      .def("__str__", [](const QuantVariant& v) { return kiln::python::to_string(v); })
+      .def("__repr__", [](const QuantVariant& v) { return "QuantVariant(" + kiln::python::to_string(v) + ")"; });
+
+  m.def("version", [] { return std::string(kiln::version_string()); });
+  m.def(
+      "quantize",
+      [](int device, const QuantVariant& variant, std::uintptr_t x, std::uintptr_t q, std::uintptr_t scales,
+         std::int64_t rows, std::int64_t k, std::int64_t x_row_stride, float eps, std::uintptr_t stream) {
+        kiln::python::quantize(service(device), variant,
+                               QuantArgs{pointer(x), pointer(q), pointer(scales), rows, k, x_row_stride, eps,
+                                         pointer(stream)});
+      },
+      // Why without the GIL: the first call of a variant on a device may compile for a while.
+      py::call_guard<py::gil_scoped_release>(), py::arg("device"), py::arg("variant"), py::arg("x"), py::arg("q"),
+      py::arg("scales"), py::arg("m"), py::arg("k"), py::arg("x_row_stride"), py::arg("eps"), py::arg("stream"));
+  m.def(
+      "warm", [](int device, const QuantVariant& variant) { return kiln::python::warm(service(device), variant); },
+      py::call_guard<py::gil_scoped_release>(), py::arg("device"), py::arg("variant"));
+  m.def(
+      "availability",
+      [](int device) {
+        kiln::Service& s = service(device);
+        return py::make_tuple(s.available(), s.unavailable_reason());
+      },
+      py::arg("device"));
+  m.def("counters", &counters, py::arg("device"));
+  m.def("used_devices", [] {
+    const std::lock_guard<std::mutex> lock(services_mutex);
+    py::list used;
+    for (const auto& [device, made] : services)
+      if (made) used.append(device);
+    return used;
+  });
+}

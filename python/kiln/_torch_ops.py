@@ -1,0 +1,190 @@
+"""The quantizer as PyTorch custom ops (torch.ops.kiln.*), with fake implementations so
+torch.compile(fullgraph=True) traces them, and the vLLM-named functions over them.
+
+Two ops, because a custom op's output may not alias its input: `per_token_group_quant` returns a
+new (q, scales); `per_token_group_quant_out` writes q into `out_q` (declared mutated) and returns
+scales."""
+
+from typing import Optional, Tuple
+
+import torch
+
+from . import _kiln, _variant
+
+_Q_DTYPES = {"e4m3": torch.float8_e4m3fn, "int8": torch.int8}
+# x's dtype -> the family's input name (a dict lookup per call instead of formatting the dtype)
+_X_DTYPES = {getattr(torch, name): name for name in _variant.INPUTS}
+# Why the raw stream: an int in about 0.1 us, where torch.cuda.current_stream() builds a Stream object.
+_raw_stream = torch._C._cuda_getCurrentRawStream
+
+
+def _address(t: torch.Tensor) -> int:
+    """The data address, or under tracing (where there is none) its offset into the allocation,
+    which kiln's allocators align to 256 bytes."""
+    return t.data_ptr() if _eager(t) else t.storage_offset() * t.element_size()
+
+
+def _check_x(x, group_size: int, layout: str) -> Tuple[int, int, int]:
+    """(M, K, row stride in elements, 0 = dense) of a valid x; TypeError/ValueError naming x otherwise."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x: expected a torch.Tensor or an object with __dlpack__, got {type(x).__name__}")
+    if x.dtype not in _X_DTYPES:
+        raise TypeError(f"x: expected dtype bfloat16, float16 or float32, got {x.dtype}")
+    if x.device.type not in ("cuda", "meta"):
+        raise ValueError(f"x: expected a CUDA tensor, got one on {x.device}")
+    m, k = _variant.check_shape(tuple(x.shape), group_size, layout)
+    if x.shape[-1] > 1 and x.stride(-1) != 1:
+        raise ValueError(f"x: expected a contiguous last dimension (stride 1), got strides {tuple(x.stride())}")
+    _variant.check_alignment("x", _address(x))
+    if m <= 1 or x.is_contiguous():
+        return m, k, 0
+    try:
+        stride = x.view(-1, x.shape[-1]).stride(0)
+    except RuntimeError:
+        raise ValueError(f"x: expected leading dimensions that collapse into rows of one stride, got shape "
+                         f"{tuple(x.shape)} with strides {tuple(x.stride())}") from None
+    _variant.check_alignment("x rows", stride * x.element_size())
+    return m, k, stride
+
+
+def _empty_outputs(x: torch.Tensor, m: int, k: int, group_size: int, output: str, layout: str):
+    """q like x (last dimension K) and the scales in `layout`; real and fake alike."""
+    q = torch.empty(tuple(x.shape[:-1]) + (k,), dtype=_Q_DTYPES[output], device=x.device)
+    return q, _empty_scales(x, m, k, group_size, layout)
+
+
+def _empty_scales(x: torch.Tensor, m: int, k: int, group_size: int, layout: str):
+    g = _variant.scale_geometry(tuple(x.shape[:-1]) if layout == "row_major" else (m,), k // group_size, layout)
+    storage = torch.empty(g.storage, dtype=torch.int32 if g.packed else torch.float32, device=x.device)
+    if layout == "row_major":
+        return storage
+    # Why a view of a larger allocation: TMA-aligned layouts keep their padding rows (M4 - M)
+    # allocated, as DeepGEMM reads whole boxes.
+    return storage.as_strided(g.view_shape, g.view_strides)
+
+
+def _launch(x, q, scales, m: int, k: int, stride: int, group_size: int, eps: float, output: str, layout: str,
+            ue8m0: bool):
+    if m == 0 or k == 0:
+        return
+    v = _variant.variant(_X_DTYPES[x.dtype], group_size, output, layout, ue8m0)
+    device = x.get_device()
+    stream = _raw_stream(device)
+    try:
+        _kiln.quantize(device, v, x.data_ptr(), q.data_ptr(), scales.data_ptr(), m, k, stride, eps, stream)
+    except RuntimeError as error:
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(
+                f"kiln: variant {v} could not be loaded on cuda:{device} during CUDA graph capture ({error}); "
+                f"call kiln.warm(device={device}, dtype={x.dtype}, group_size={group_size}, "
+                f"output='{output}', scales='{layout}', use_ue8m0={ue8m0}) before capturing") from error
+        raise
+
+
+@torch.library.custom_op("kiln::per_token_group_quant", mutates_args=())
+def per_token_group_quant(x: torch.Tensor, group_size: int, eps: float, output: str, layout: str,
+                          use_ue8m0: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    m, k, stride = _check_x(x, group_size, layout)
+    q, scales = _empty_outputs(x, m, k, group_size, output, layout)
+    _launch(x, q, scales, m, k, stride, group_size, eps, output, layout, use_ue8m0)
+    return q, scales
+
+
+@per_token_group_quant.register_fake
+def _(x, group_size, eps, output, layout, use_ue8m0):
+    m, k, _ = _check_x(x, group_size, layout)
+    return _empty_outputs(x, m, k, group_size, output, layout)
+
+
+@torch.library.custom_op("kiln::per_token_group_quant_out", mutates_args=("out_q",))
+def per_token_group_quant_out(x: torch.Tensor, out_q: torch.Tensor, group_size: int, eps: float, output: str,
+                              layout: str, use_ue8m0: bool) -> torch.Tensor:
+    m, k, stride = _check_x(x, group_size, layout)
+    _check_out_q(out_q, x, k, output)
+    scales = _empty_scales(x, m, k, group_size, layout)
+    _launch(x, out_q, scales, m, k, stride, group_size, eps, output, layout, use_ue8m0)
+    return scales
+
+
+@per_token_group_quant_out.register_fake
+def _(x, out_q, group_size, eps, output, layout, use_ue8m0):
+    m, k, _ = _check_x(x, group_size, layout)
+    _check_out_q(out_q, x, k, output)
+    return _empty_scales(x, m, k, group_size, layout)
+
+
+def _check_out_q(out_q, x: torch.Tensor, k: int, output: str) -> None:
+    if not isinstance(out_q, torch.Tensor):
+        raise TypeError(f"out_q: expected a torch.Tensor, got {type(out_q).__name__}")
+    want = _Q_DTYPES[output]
+    if out_q.dtype != want:
+        raise TypeError(f"out_q: expected dtype {want}, got {out_q.dtype}")
+    shape = tuple(x.shape[:-1]) + (k,)
+    if tuple(out_q.shape) != shape:
+        raise ValueError(f"out_q: expected shape {shape}, got {tuple(out_q.shape)}")
+    if out_q.device != x.device:
+        raise ValueError(f"out_q: expected a tensor on {x.device} (x's device), got one on {out_q.device}")
+    if not out_q.is_contiguous():
+        raise ValueError(f"out_q: expected a contiguous tensor, got strides {tuple(out_q.stride())}")
+    _variant.check_alignment("out_q", _address(out_q))
+
+
+def _eager(x: torch.Tensor) -> bool:
+    """True when nothing traces this call (no torch.compile, no make_fx or fake mode, a plain
+    tensor), so the op can run without the dispatcher: its Python round trip costs microseconds
+    per call, more than the launch."""
+    return (type(x) is torch.Tensor and x.device.type == "cuda" and not torch.compiler.is_compiling()
+            and torch._C._len_torch_dispatch_stack() == 0)
+
+
+def _op(x, out_q, group_size: int, eps: float, output: str, layout: str, ue8m0: bool):
+    if out_q is None:
+        return torch.ops.kiln.per_token_group_quant(x, group_size, eps, output, layout, ue8m0)
+    return out_q, torch.ops.kiln.per_token_group_quant_out(x, out_q, group_size, eps, output, layout, ue8m0)
+
+
+def quantize(x, group_size, eps, column_major_scales, tma_aligned_scales, use_ue8m0, out_q, output: str,
+             pack_ue8m0_scales: bool = False):
+    """What the public functions share: check every argument, then the op (or, untraced, its body)."""
+    _variant.check_group_size(group_size)
+    eps = _variant.check_eps(eps)
+    ue8m0 = bool(use_ue8m0)
+    layout = _variant.scale_layout(bool(column_major_scales), bool(tma_aligned_scales), ue8m0,
+                                   bool(pack_ue8m0_scales))
+    # Why straight to the op under torch.compile: dynamo cannot trace storage queries; the fake
+    # implementations check x and out_q when it runs them.
+    if torch.compiler.is_compiling():
+        return _op(x, out_q, group_size, eps, output, layout, ue8m0)
+    m, k, stride = _check_x(x, group_size, layout)
+    if out_q is not None:
+        _check_out_q(out_q, x, k, output)
+    if not _eager(x):
+        return _op(x, out_q, group_size, eps, output, layout, ue8m0)
+    if out_q is None:
+        q, scales = _empty_outputs(x, m, k, group_size, output, layout)
+    else:
+        q, scales = out_q, _empty_scales(x, m, k, group_size, layout)
+        # Why: as the op's mutation annotation would, so autograd sees out_q changed.
+        torch.autograd.graph.increment_version(out_q)
+    _launch(x, q, scales, m, k, stride, group_size, eps, output, layout, ue8m0)
+    return q, scales
+
+
+def check_dtype(dtype, output: str) -> None:
+    """vLLM's `dtype` argument: None or the one dtype the output has."""
+    if dtype is not None and dtype != _Q_DTYPES[output]:
+        raise TypeError(f"dtype: expected None or {_Q_DTYPES[output]}, got {dtype}")
+
+
+def warm(device: Optional[int], dtype, group_size: int, output: str, scales: str, use_ue8m0: bool) -> bool:
+    if device is None:
+        device = torch.cuda.current_device()
+    name = str(dtype).replace("torch.", "")
+    if name not in _variant.INPUTS:
+        raise TypeError(f"dtype: expected torch.bfloat16, torch.float16 or torch.float32, got {dtype}")
+    if output not in _variant.OUTPUTS:
+        raise ValueError(f"output: expected one of {tuple(_variant.OUTPUTS)}, got {output!r}")
+    if scales not in _variant.LAYOUTS:
+        raise ValueError(f"scales: expected one of {_variant.LAYOUTS}, got {scales!r}")
+    _variant.check_group_size(group_size)
+    return _kiln.warm(device, _variant.variant(name, group_size, output, scales, bool(use_ue8m0)))

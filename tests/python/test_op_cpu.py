@@ -1,0 +1,237 @@
+"""The ops without a GPU: registration, the fake implementation's shapes, dtypes and strides for
+every layout (meta tensors, FakeTensorMode, torch.compile(fullgraph=True)), and every error."""
+import math
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import kiln
+
+FP8, INT8 = kiln.per_token_group_quant_fp8, kiln.per_token_group_quant_int8
+
+
+def meta(*shape, dtype=torch.bfloat16):
+    return torch.empty(*shape, dtype=dtype, device="meta")
+
+
+def expected_scales(m, groups, layout):
+    """(shape, strides, dtype) the issue's layouts give for a 2-d x of M rows."""
+    m4 = (m + 3) // 4 * 4
+    return {
+        "row": ((m, groups), (groups, 1), torch.float32),
+        "col": ((m, groups), (1, m), torch.float32),
+        "tma": ((m, groups), (1, m4), torch.float32),
+        "packed": ((m, (groups + 3) // 4), (1, m4), torch.int32),
+    }[layout]
+
+
+LAYOUT_FLAGS = {
+    "row": {},
+    "col": {"column_major_scales": True},
+    "tma": {"column_major_scales": True, "tma_aligned_scales": True},
+    "packed": {"column_major_scales": True, "tma_aligned_scales": True, "use_ue8m0": True, "pack_ue8m0_scales": True},
+}
+
+
+def test_ops_are_registered():
+    assert hasattr(torch.ops.kiln, "per_token_group_quant")
+    assert hasattr(torch.ops.kiln, "per_token_group_quant_out")
+    schema = str(torch.ops.kiln.per_token_group_quant_out.default._schema)
+    assert "Tensor(a1!) out_q" in schema, schema  # out_q declared mutated
+    assert "!" not in str(torch.ops.kiln.per_token_group_quant.default._schema)
+
+
+@pytest.mark.parametrize("fn,qdtype", [(FP8, torch.float8_e4m3fn), (INT8, torch.int8)])
+@pytest.mark.parametrize("layout", list(LAYOUT_FLAGS))
+@pytest.mark.parametrize("group", [32, 64, 128])
+@pytest.mark.parametrize("xdtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("m", [1, 5, 8])
+def test_fake_shapes_dtypes_strides(fn, qdtype, layout, group, xdtype, m):
+    k = 4 * 128
+    q, scales = fn(meta(m, k, dtype=xdtype), group_size=group, **LAYOUT_FLAGS[layout])
+    assert (q.shape, q.dtype, q.device.type) == ((m, k), qdtype, "meta")
+    assert q.is_contiguous()
+    shape, strides, sdtype = expected_scales(m, k // group, layout)
+    assert (tuple(scales.shape), scales.stride(), scales.dtype) == (shape, strides, sdtype)
+
+
+def test_fake_row_major_keeps_leading_dimensions():
+    q, scales = FP8(meta(2, 3, 256), group_size=64)
+    assert q.shape == (2, 3, 256) and scales.shape == (2, 3, 4) and scales.is_contiguous()
+
+
+def test_fake_out_q_is_returned_as_q():
+    out = torch.empty(4, 256, dtype=torch.float8_e4m3fn, device="meta")
+    q, scales = FP8(meta(4, 256), out_q=out)
+    assert q is out and scales.shape == (4, 2)
+
+
+def test_fake_tensor_mode_on_cuda_device():
+    with FakeTensorMode():
+        x = torch.empty(7, 512, dtype=torch.bfloat16, device="cuda")
+        q, scales = FP8(x, column_major_scales=True, tma_aligned_scales=True)
+        assert q.device.type == "cuda" and q.dtype == torch.float8_e4m3fn
+        assert scales.shape == (7, 4) and scales.stride() == (1, 8)
+
+
+def test_torch_compile_fullgraph_traces_without_breaks():
+    torch._dynamo.reset()
+
+    def f(x):
+        q, scales = FP8(x * 2, group_size=128, column_major_scales=True)
+        return q, scales + 1
+
+    q, scales = torch.compile(f, fullgraph=True, backend="eager")(meta(16, 1024))
+    assert q.shape == (16, 1024) and q.dtype == torch.float8_e4m3fn
+    assert scales.shape == (16, 8)
+
+
+def test_torch_compile_fullgraph_with_out_q():
+    torch._dynamo.reset()
+
+    def f(x, out):
+        return INT8(x, out_q=out)
+
+    out = torch.empty(8, 256, dtype=torch.int8, device="meta")
+    q, scales = torch.compile(f, fullgraph=True, backend="eager")(meta(8, 256), out)
+    assert q.shape == (8, 256) and scales.shape == (8, 2)
+
+
+# Every error names its argument.
+def raises(kind, match, fn, *args, **kwargs):
+    with pytest.raises(kind, match=match):
+        fn(*args, **kwargs)
+
+
+def test_cpu_tensor():
+    raises(ValueError, r"^x: expected a CUDA tensor, got one on cpu", FP8, torch.zeros(4, 128, dtype=torch.bfloat16))
+
+
+def test_dlpack_array_goes_through_the_same_checks():
+    import numpy  # tools/test-python installs it: an array that only speaks DLPack, on the CPU
+    array = numpy.zeros((4, 128), dtype=numpy.float32)
+    raises(ValueError, r"^x: expected a CUDA tensor, got one on cpu", FP8, array)
+
+
+def test_not_an_array():
+    raises(TypeError, r"^x: expected a torch.Tensor or an object with __dlpack__, got list", FP8, [[1.0] * 128])
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int32, torch.float8_e4m3fn])
+def test_wrong_dtype(dtype):
+    raises(TypeError, r"^x: expected dtype bfloat16, float16 or float32, got torch\.", FP8, meta(4, 128, dtype=dtype))
+
+
+def test_zero_dimensional():
+    raises(ValueError, r"^x: expected at least one dimension", FP8, torch.empty((), dtype=torch.bfloat16, device="meta"))
+
+
+def test_last_dimension_not_contiguous():
+    raises(ValueError, r"^x: expected a contiguous last dimension \(stride 1\), got strides \(1, 256\)",
+           FP8, meta(256, 256).t())
+
+
+def test_k_not_a_multiple_of_the_group():
+    raises(ValueError, r"^x: the last dimension \(K = 200\) must be a multiple of group_size = 128", FP8, meta(4, 200))
+    raises(ValueError, r"K = 96\) must be a multiple of group_size = 64", INT8, meta(4, 96), group_size=64)
+
+
+def test_misaligned_storage_offset():
+    x = meta(4 * 128 + 1)[1:].view(4, 128)
+    raises(ValueError, r"^x: expected data 16-byte aligned, got address 0x2 ", FP8, x)
+
+
+def test_misaligned_rows():
+    x = meta(4, 136)[:, :128]  # rows 272 bytes apart: 16-byte aligned, accepted
+    FP8(x)
+    x = meta(4, 132, dtype=torch.float32)[:, :128]  # rows 528 bytes apart, accepted
+    FP8(x)
+    x = meta(4, 130)[:, :128]  # rows 260 bytes apart
+    raises(ValueError, r"^x rows: expected data 16-byte aligned", FP8, x)
+
+
+def test_leading_dimensions_that_do_not_collapse():
+    x = meta(4, 8, 128).permute(1, 0, 2)
+    raises(ValueError, r"^x: expected leading dimensions that collapse into rows of one stride", FP8, x)
+
+
+def test_column_major_needs_2d():
+    raises(ValueError, r"^x: column-major scales \(column_major\) need a 2-d x", FP8, meta(2, 2, 128),
+           column_major_scales=True)
+
+
+@pytest.mark.parametrize("group", [0, 16, 96, 256])
+def test_group_size_value(group):
+    raises(ValueError, r"^group_size: expected one of \(32, 64, 128\), got " + str(group), FP8, meta(4, 256),
+           group_size=group)
+
+
+@pytest.mark.parametrize("group", ["128", 128.0, True])
+def test_group_size_type(group):
+    raises(TypeError, r"^group_size: expected an int in \(32, 64, 128\)", FP8, meta(4, 256), group_size=group)
+
+
+@pytest.mark.parametrize("eps", [0, -1e-10, math.nan, math.inf])
+def test_eps_value(eps):
+    raises(ValueError, r"^eps: expected a finite float > 0", FP8, meta(4, 128), eps=eps)
+
+
+def test_eps_type():
+    raises(TypeError, r"^eps: expected a float > 0, got str", FP8, meta(4, 128), eps="small")
+
+
+def test_tma_without_column_major():
+    raises(ValueError, r"^tma_aligned_scales: .* needs column_major_scales=True", FP8, meta(4, 128),
+           tma_aligned_scales=True)
+
+
+def test_packing_needs_its_flags():
+    raises(ValueError, r"^pack_ue8m0_scales: .* needs use_ue8m0=True, column_major_scales=True and "
+           r"tma_aligned_scales=True", FP8, meta(4, 128), pack_ue8m0_scales=True, column_major_scales=True)
+
+
+def test_dtype_argument():
+    FP8(meta(4, 128), dtype=torch.float8_e4m3fn)
+    INT8(meta(4, 128), dtype=torch.int8)
+    raises(TypeError, r"^dtype: expected None or torch.float8_e4m3fn, got torch.int8", FP8, meta(4, 128),
+           dtype=torch.int8)
+    raises(TypeError, r"^dtype: expected None or torch.int8, got torch.float8_e4m3fn", INT8, meta(4, 128),
+           dtype=torch.float8_e4m3fn)
+
+
+def test_out_q_errors():
+    x = meta(4, 256)
+    raises(TypeError, r"^out_q: expected a torch.Tensor or an object with __dlpack__, got list", FP8, x, out_q=[0])
+    raises(TypeError, r"^out_q: expected dtype torch.float8_e4m3fn, got torch.int8", FP8, x,
+           out_q=torch.empty(4, 256, dtype=torch.int8, device="meta"))
+    raises(ValueError, r"^out_q: expected shape \(4, 256\), got \(4, 128\)", FP8, x,
+           out_q=torch.empty(4, 128, dtype=torch.float8_e4m3fn, device="meta"))
+    raises(ValueError, r"^out_q: expected a contiguous tensor", FP8, x,
+           out_q=torch.empty(256, 4, dtype=torch.float8_e4m3fn, device="meta").t())
+    raises(ValueError, r"^out_q: expected a tensor on meta \(x's device\), got one on cpu", FP8, x,
+           out_q=torch.empty(4, 256, dtype=torch.float8_e4m3fn))
+    raises(ValueError, r"^out_q: expected data 16-byte aligned", FP8, x,
+           out_q=torch.empty(4 * 256 + 8, dtype=torch.float8_e4m3fn, device="meta")[8:].view(4, 256))
+
+
+def test_warm_errors():
+    raises(TypeError, r"^dtype: expected torch.bfloat16, torch.float16 or torch.float32, got torch.int8",
+           kiln.warm, device=0, dtype=torch.int8)
+    raises(ValueError, r"^output: expected one of \('e4m3', 'int8'\), got 'fp4'", kiln.warm, device=0, output="fp4")
+    raises(ValueError, r"^scales: expected one of .*, got 'diagonal'", kiln.warm, device=0, scales="diagonal")
+    raises(ValueError, r"^group_size: expected one of", kiln.warm, device=0, group_size=100)
+
+
+def test_other_variants_name_themselves_until_the_family_lands():
+    # Straight to the extension: without a GPU the op never reaches it. The seed variant is the
+    # library's; every other one says which variant it is.
+    from kiln import _kiln, _variant
+    v = _variant.variant("float16", 64, "int8", "column_major_tma", True)
+    with pytest.raises(NotImplementedError, match=r"variant fp16/g64/int8/column_major_tma/ue8m0: this variant"):
+        _kiln.quantize(0, v, 0, 0, 0, 4, 128, 0, 1e-10, 0)
+    seed = _variant.variant("bfloat16", 128, "e4m3", "row_major", False)
+    with pytest.raises(NotImplementedError, match=r"variant bf16/g128/e4m3/row_major: eps other than 1e-10"):
+        _kiln.quantize(0, seed, 0, 0, 0, 4, 128, 0, 1e-6, 0)
+    with pytest.raises(NotImplementedError, match=r"a strided x \(row stride\)"):
+        _kiln.quantize(0, seed, 0, 0, 0, 4, 128, 136, 1e-10, 0)

@@ -1,0 +1,225 @@
+"""The op on a GPU (the H200: bench/device_python.sh): byte-exact against a reference written with
+torch ops, torch.compile(fullgraph=True), CUDA graph capture and replay with fresh inputs, a side
+stream, the device index, out_q, DLPack, and opcheck."""
+import pytest
+import torch
+
+import kiln
+
+pytestmark = pytest.mark.gpu
+
+
+def reference(x, group=128):
+    """vLLM's per_token_group_quant_fp8 numerics with torch ops: absmax = max(amax |x|, 1e-10),
+    scale = absmax / 448, q = e4m3(clamp(x / scale, -448, 448)), round to nearest even."""
+    m, k = x.shape
+    groups = x.float().view(m, k // group, group)
+    # Why a device tensor: dividing by a Python scalar multiplies by its reciprocal, which can
+    # differ from true division in the last bit.
+    scales = groups.abs().amax(dim=-1).clamp(min=1e-10) / torch.tensor(448.0, device=x.device)
+    q = (groups / scales.unsqueeze(-1)).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    return q.view(m, k), scales
+
+
+def sample(m, k, device="cuda", seed=0):
+    g = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(m, k, device=device, generator=g)
+    x = x * torch.exp2(torch.randint(-20, 20, (m, 1), device=device, generator=g).float())
+    x = x.to(torch.bfloat16)
+    if m > 0 and k >= 128:
+        x[0, 0], x[0, 1], x[0, 2] = float("nan"), float("inf"), 0.0  # special values
+    return x
+
+
+def assert_exact(q, scales, x):
+    q_ref, s_ref = reference(x)
+    assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8)), "q differs from the torch reference"
+    assert torch.equal(scales.view(torch.int32), s_ref.view(torch.int32)), "scales differ from the torch reference"
+
+
+@pytest.mark.parametrize("m,k", [(1, 128), (7, 256), (128, 7168), (2048, 7168), (4096, 2048), (33, 18432)])
+def test_byte_exact(m, k):
+    x = sample(m, k)
+    q, scales = kiln.per_token_group_quant_fp8(x)
+    torch.cuda.synchronize()
+    assert q.dtype == torch.float8_e4m3fn and scales.dtype == torch.float32 and scales.shape == (m, k // 128)
+    assert_exact(q, scales, x)
+
+
+def test_leading_dimensions():
+    x = sample(24, 1024).view(2, 12, 1024)
+    q, scales = kiln.per_token_group_quant_fp8(x)
+    assert q.shape == (2, 12, 1024) and scales.shape == (2, 12, 8)
+    assert_exact(q.view(24, 1024), scales.view(24, 8), x.view(24, 1024))
+
+
+def test_out_q():
+    x = sample(64, 512)
+    out = torch.full((64, 512), 0x7F, dtype=torch.uint8, device="cuda").view(torch.float8_e4m3fn)
+    q, scales = kiln.per_token_group_quant_fp8(x, out_q=out)
+    assert q is out
+    assert_exact(out, scales, x)
+
+
+def test_empty():
+    q, scales = kiln.per_token_group_quant_fp8(torch.empty(0, 256, dtype=torch.bfloat16, device="cuda"))
+    assert q.shape == (0, 256) and scales.shape == (0, 2)
+
+
+def test_torch_compile_fullgraph():
+    torch._dynamo.reset()
+
+    @torch.compile(fullgraph=True)
+    def f(x):
+        return kiln.per_token_group_quant_fp8(x * 1)
+
+    for m in (16, 300):
+        x = sample(m, 1024, seed=m)
+        q, scales = f(x)
+        assert_exact(q, scales, x)
+
+
+def test_cuda_graph_capture_and_replay_with_fresh_inputs():
+    x = sample(256, 2048, seed=1)
+    kiln.per_token_group_quant_fp8(x)  # warm-up on a side stream is torch's advice; kiln needs none
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        q, scales = kiln.per_token_group_quant_fp8(x)
+    for seed in (2, 3, 4):
+        x.copy_(sample(256, 2048, seed=seed))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_exact(q, scales, x)
+
+
+def test_capture_is_the_first_use_of_the_variant_in_a_fresh_process(tmp_path):
+    # A new process whose first kiln call is inside a capture: the module is loaded (disk cache or
+    # compile) during capture. Either it works byte-exact, or the error names kiln.warm.
+    import subprocess
+    import sys
+    script = r'''
+import torch, kiln
+x = torch.randn(64, 1024, device="cuda").to(torch.bfloat16)
+torch.cuda.synchronize()
+g = torch.cuda.CUDAGraph()
+try:
+    with torch.cuda.graph(g):
+        q, s = kiln.per_token_group_quant_fp8(x)
+except RuntimeError as e:
+    assert "kiln.warm(" in str(e), e
+    print("REFUSED", e)
+    raise SystemExit(0)
+g.replay(); torch.cuda.synchronize()
+groups = x.float().view(64, 8, 128)
+sr = groups.abs().amax(dim=-1).clamp(min=1e-10) / torch.tensor(448.0, device="cuda")
+qr = (groups / sr.unsqueeze(-1)).clamp(-448.0, 448.0).to(torch.float8_e4m3fn).view(64, 1024)
+assert torch.equal(q.view(torch.uint8), qr.view(torch.uint8)) and torch.equal(s.view(torch.int32), sr.view(torch.int32))
+print("REPLAYED")
+'''
+    import os
+    runs = [("compile in capture", {"KILN_CACHE": "0"}),
+            ("compile in capture, stored", {"KILN_CACHE_DIR": str(tmp_path / "cache")}),
+            ("disk hit in capture", {"KILN_CACHE_DIR": str(tmp_path / "cache")})]
+    for what, extra in runs:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              env=dict(os.environ, **extra), timeout=300)
+        print(what, done.stdout.strip(), done.stderr[-2000:])
+        assert done.returncode == 0, done.stderr
+        assert "REPLAYED" in done.stdout or "REFUSED" in done.stdout
+
+
+def test_warm_then_capture():
+    assert kiln.warm(device=torch.cuda.current_device()) is True
+    x = sample(32, 256, seed=5)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        q, scales = kiln.per_token_group_quant_fp8(x)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_exact(q, scales, x)
+
+
+def test_side_stream():
+    x = sample(512, 4096, seed=6)
+    fresh = sample(512, 4096, seed=11)
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        # The side stream sleeps, then writes fresh values: a kernel launched anywhere but on the
+        # side stream would read the old ones.
+        torch.cuda._sleep(100_000_000)
+        x.copy_(fresh)
+        q, scales = kiln.per_token_group_quant_fp8(x)
+    side.synchronize()
+    assert_exact(q, scales, fresh)
+
+
+def test_device_index_is_honoured():
+    count = torch.cuda.device_count()
+    last = count - 1
+    # With one GPU: the tensor's device is cuda:0 while the current device is cuda:0 too; with
+    # two or more, the current device is 0 and the tensor lives on the last one.
+    x = sample(128, 1024, device=f"cuda:{last}", seed=7)
+    with torch.cuda.device(0):
+        q, scales = kiln.per_token_group_quant_fp8(x)
+    assert q.device == x.device and scales.device == x.device
+    torch.cuda.synchronize(x.device)
+    assert_exact(q, scales, x)
+    assert last in kiln.cache_stats()["process"]
+
+
+def test_dlpack_input():
+    x = sample(16, 256, seed=8)
+
+    class Foreign:  # an array from another framework: only the DLPack protocol
+        def __init__(self, t):
+            self.t = t
+
+        def __dlpack__(self, stream=None, **kwargs):
+            return self.t.__dlpack__(stream=stream)
+
+        def __dlpack_device__(self):
+            return self.t.__dlpack_device__()
+
+    q, scales = kiln.per_token_group_quant_fp8(Foreign(x))
+    torch.cuda.synchronize()
+    assert_exact(q, scales, x)
+
+
+def test_other_variants_raise_not_implemented_naming_the_variant():
+    x = sample(8, 256).half()
+    with pytest.raises(NotImplementedError, match="fp16/g128/e4m3/row_major"):
+        kiln.per_token_group_quant_fp8(x)
+    with pytest.raises(NotImplementedError, match="bf16/g128/int8/row_major"):
+        kiln.per_token_group_quant_int8(sample(8, 256))
+
+
+def test_opcheck():
+    x = sample(32, 512, seed=9)
+    torch.library.opcheck(torch.ops.kiln.per_token_group_quant.default, (x, 128, 1e-10, "e4m3", "row_major", False))
+    out = torch.empty(32, 512, dtype=torch.float8_e4m3fn, device="cuda")
+    torch.library.opcheck(torch.ops.kiln.per_token_group_quant_out.default,
+                          (x, out, 128, 1e-10, "e4m3", "row_major", False))
+
+
+def test_dlpack_jax_bf16():
+    import os
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave the GPU to torch too
+    jnp = pytest.importorskip("jax.numpy")
+    import jax
+    x = sample(32, 512, seed=10)
+    gpu = [d for d in jax.devices() if d.platform == "gpu"]
+    if not gpu:
+        pytest.skip("JAX sees no GPU")
+    xj = jax.device_put(jnp.asarray(x.float().cpu().numpy()).astype(jnp.bfloat16), gpu[0])
+    q, scales = kiln.per_token_group_quant_fp8(xj)
+    torch.cuda.synchronize()
+    assert_exact(q, scales, torch.from_dlpack(xj))
+
+
+def test_dlpack_cupy_reaches_the_variant():
+    cupy = pytest.importorskip("cupy")
+    xc = cupy.ones((8, 256), dtype=cupy.float16)  # CuPy has no bf16: the fp16 variant is asked for
+    with pytest.raises(NotImplementedError, match="fp16/g128/e4m3/row_major"):
+        kiln.per_token_group_quant_fp8(xc)

@@ -1,0 +1,73 @@
+"""The package as installed: import, version, the kiln program inside it, plain-data diagnostics."""
+import json
+import os
+import subprocess
+import sys
+
+import kiln
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "kiln", *args], capture_output=True, text=True)
+
+
+def test_version_is_the_librarys():
+    assert kiln.__version__ == "0.1.0"
+
+
+def test_the_installed_package_is_tested():
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "kiln")
+    assert not os.path.samefile(os.path.dirname(kiln.__file__), source), kiln.__file__
+
+
+def test_package_carries_program_and_extension():
+    folder = os.path.dirname(kiln.__file__)
+    assert os.access(os.path.join(folder, "kiln"), os.X_OK)
+    assert any(name.startswith("_kiln.") and name.endswith(".so") for name in os.listdir(folder))
+
+
+def test_python_m_kiln_info_json_is_the_programs():
+    done = run("info", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["kiln"] == "0.1.0"
+    assert "devices" in data and "nvrtc" in data
+
+
+def test_python_m_kiln_list():
+    done = run("list")
+    assert done.returncode == 0, done.stderr
+    assert "per_token_group_quant_fp8" in done.stdout
+
+
+def test_python_m_kiln_usage_error_exits_2():
+    done = run("pick", "--m", "0", "--k", "128")
+    assert done.returncode == 2
+    assert "--m" in done.stderr
+
+
+def test_python_m_kiln_unknown_command_exits_2():
+    assert run("no-such-command").returncode == 2
+
+
+def test_info_is_plain_data():
+    data = kiln.info()
+    assert isinstance(data, dict)
+    assert data["kiln"] == kiln.__version__
+    assert isinstance(data["nvrtc"]["archs"], list) and data["nvrtc"]["archs"]
+    json.dumps(data)
+
+
+def test_devices_is_a_list_of_dicts():
+    found = kiln.devices()
+    assert isinstance(found, list)
+    for device in found:
+        assert {"ordinal", "name", "compute_capability", "sm_count", "target"} <= set(device)
+
+
+def test_cache_stats_is_plain_data(tmp_path, monkeypatch):
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path / "cache"))
+    stats = kiln.cache_stats()
+    assert set(stats) == {"disk", "process"}
+    assert isinstance(stats["process"], dict)
+    json.dumps(stats)
