@@ -48,7 +48,7 @@ def main():
             "torch.empty_like(x)": lambda: torch.empty_like(x),
             "kiln.per_token_group_quant_fp8(x)": lambda: kiln.per_token_group_quant_fp8(x),
             "torch.ops.kiln.per_token_group_quant(x, ...)":
-                lambda: torch.ops.kiln.per_token_group_quant(x, 128, 1e-10, "e4m3", "row_major", False),
+                lambda: torch.ops.kiln.per_token_group_quant(x, 128, 1e-10, "e4m3", "row_major", False, False),
             "extension call only (preallocated, raw pointers)":
                 lambda: _kiln.quantize(0, v, x.data_ptr(), q.data_ptr(), s.data_ptr(), m, k, 0, 1e-10, stream),
         }

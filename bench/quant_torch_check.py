@@ -9,9 +9,13 @@ scales within 8 ulp) and prints the counts. Exits 1 on any failure. Usage: quant
 """
 import ctypes
 import itertools
+import pathlib
 import sys
 
 import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "python"))
+import torch_reference  # noqa: E402  (tests/python/torch_reference.py: one reference for both)
 
 IN = {"bf16": (0, torch.bfloat16), "fp16": (1, torch.float16), "fp32": (2, torch.float32)}
 OUT = {"e4m3": (0, 448.0, -448.0), "int8": (1, 127.0, -128.0)}
@@ -47,44 +51,12 @@ def make_input(m, k, dtype, silu, special, gen):
     return x.to(dtype)
 
 
-def torch_reference(x, k, group, out, ue8m0, silu, eps):
-    _, qmax, qmin = OUT[out]
-    v = x.float()
-    if silu:
-        g, u = v[:, :k], v[:, k:]
-        v = g / (1 + torch.exp(-g)) * u
-    m = v.shape[0]
-    groups = v.reshape(m, k // group, group)
-    magnitude = groups.abs()
-    # fmaxf drops NaN; infinities stay (nan_to_num would turn them into the largest float)
-    absmax = torch.where(torch.isnan(magnitude), torch.zeros_like(magnitude), magnitude).amax(-1).clamp_min(eps)
-    # Why a tensor divisor: PyTorch divides by a Python scalar as a multiply by its reciprocal,
-    # which is not vLLM's (or IEEE) absmax / qmax; tensor by tensor is a true division.
-    scale = absmax / torch.full_like(absmax, qmax)
-    if ue8m0:
-        scale = torch.exp2(torch.ceil(torch.log2(scale.clamp_min(1e-10))))
-    ratio = groups / scale.unsqueeze(-1)
-    ratio = torch.where(torch.isnan(ratio), torch.full_like(ratio, qmin), ratio.clamp(qmin, qmax))
-    if out == "e4m3":
-        codes = ratio.to(torch.float8_e4m3fn).view(torch.uint8)
-    else:
-        codes = ratio.trunc().to(torch.int8).view(torch.uint8)
-    return codes.reshape(m, k), scale
-
-
-def layout_scales(scale, scales, m):
-    g = scale.shape[1]
-    m4 = (m + 3) // 4 * 4
+def layout_scales(scale, scales):
     if scales == "row":
         return scale.reshape(-1).view(torch.uint8)
     if scales == "col":
         return scale.t().reshape(-1).view(torch.uint8)
-    if scales == "col_tma":
-        return None  # compared through a view: the padding is the caller's
-    words = (g + 3) // 4
-    exps = torch.zeros(words * 4, m4, dtype=torch.uint8, device=scale.device)
-    exps[:g, :m] = ((scale.view(torch.int32) >> 23) & 0xFF).to(torch.uint8).t()
-    return exps.view(words, 4, m4).permute(0, 2, 1).contiguous().flatten()
+    return torch_reference.packed_exponents(scale)
 
 
 def main():
@@ -115,16 +87,16 @@ def main():
                 failures += 1
                 continue
             torch.cuda.synchronize()
-            codes, scale = torch_reference(x, k, group, out, ue8m0, silu, 1e-10)
+            codes, scale = torch_reference.quantize(x, k, group, out, ue8m0, silu, 1e-10)
             if scales == "col_tma":
                 m4 = (m + 3) // 4 * 4
                 got_scale = s.view(torch.float32).view(k // group, m4)[:, :m].t()
                 scale_diff = (got_scale.view(torch.int32) - scale.view(torch.int32)).abs()
             elif scales == "packed":
-                expect = layout_scales(scale, scales, m)
+                expect = layout_scales(scale, scales)
                 scale_diff = (s.to(torch.int32) - expect.to(torch.int32)).abs()
             else:
-                expect = layout_scales(scale, scales, m).view(torch.int32)
+                expect = layout_scales(scale, scales).view(torch.int32)
                 scale_diff = (s.view(torch.int32) - expect).abs()
             code_diff = (q.to(torch.int32) - codes.to(torch.int32)).abs()
             checked += 1

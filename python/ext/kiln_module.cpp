@@ -1,6 +1,7 @@
 // kiln._kiln: the extension under the Python package. Thin: one Service per device, created on
 // first use and kept for the process; the quantizer call takes one variant struct and raw device
-// pointers (the Python side owns tensors, streams and checks of shapes and dtypes).
+// pointers (the Python side owns tensors, streams and checks of shapes and dtypes) and goes to
+// the library's one family entry point, Service::group_quant (kiln/ops/group_quant.hpp).
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
@@ -8,16 +9,17 @@
 #include <memory>
 #include <mutex>
 
+#include "kiln/error.hpp"
+#include "kiln/ops/group_quant.hpp"
 #include "kiln/service.hpp"
 #include "kiln/version.hpp"
-#include "quant_call.hpp"
 
 namespace py = pybind11;
-using kiln::python::QuantArgs;
-using kiln::python::QuantInput;
-using kiln::python::QuantOutput;
-using kiln::python::QuantVariant;
-using kiln::python::ScaleLayout;
+using kiln::ops::QuantArgs;
+using kiln::ops::QuantInput;
+using kiln::ops::QuantOutput;
+using kiln::ops::QuantVariant;
+using ScaleLayout = kiln::ops::QuantScales;
 
 namespace {
 
@@ -36,6 +38,28 @@ kiln::Service& service(int device) {
 }
 
 void* pointer(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
+
+std::uint64_t extent(const char* name, std::int64_t value) {
+  if (value < 0) kiln::throw_invalid_argument(name, "a size >= 0", std::to_string(value));
+  return static_cast<std::uint64_t>(value);
+}
+
+// Why a Python ValueError: every refusal the library words as an invalid argument is about what
+// the caller passed; the rest (no kernel, a driver failure) stays a RuntimeError.
+struct InvalidArgument {
+  std::string message;
+};
+
+template <class Body>
+auto invalid_as_value_error(Body&& body) {
+  try {
+    return body();
+  } catch (const kiln::Error& error) {
+    const std::string what = error.what();
+    if (what.rfind("invalid argument", 0) == 0 || what.rfind("impossible variant", 0) == 0) throw InvalidArgument{what};
+    throw;
+  }
+}
 
 py::dict counters(int device) {
   const kiln::ServiceCounters c = service(device).counters();
@@ -72,8 +96,8 @@ PYBIND11_MODULE(_kiln, m) {
   py::register_exception_translator([](std::exception_ptr raised) {
     try {
       if (raised) std::rethrow_exception(raised);
-    } catch (const kiln::python::VariantNotImplemented& e) {
-      PyErr_SetString(PyExc_NotImplementedError, e.message.c_str());
+    } catch (const InvalidArgument& e) {
+      PyErr_SetString(PyExc_ValueError, e.message.c_str());
     }
   });
 
@@ -87,26 +111,50 @@ PYBIND11_MODULE(_kiln, m) {
       .value("ue8m0_packed", ScaleLayout::ue8m0_packed);
   py::class_<QuantVariant>(m, "QuantVariant")
       .def(py::init([](QuantInput input, int group, QuantOutput output, ScaleLayout scales, bool ue8m0,
-                       bool silu_and_mul) { return QuantVariant{input, group, output, scales, ue8m0, silu_and_mul}; }),
+                       bool silu_and_mul) {
+             return QuantVariant{input, static_cast<std::uint32_t>(extent("group", group)), output, scales, ue8m0,
+                                 silu_and_mul};
+           }),
            py::arg("input"), py::arg("group"), py::arg("output"), py::arg("scales"), py::arg("ue8m0"),
            py::arg("silu_and_mul"))
-      .def("__str__", [](const QuantVariant& v) { return kiln::python::to_string(v); })
-      .def("__repr__", [](const QuantVariant& v) { return "QuantVariant(" + kiln::python::to_string(v) + ")"; });
+      .def("__str__", [](const QuantVariant& v) { return v.refusal().empty() ? v.module_name() : v.description(); })
+      .def("__repr__", [](const QuantVariant& v) { return "QuantVariant(" + v.description() + ")"; });
 
   m.def("version", [] { return std::string(kiln::version_string()); });
   m.def(
       "quantize",
       [](int device, const QuantVariant& variant, std::uintptr_t x, std::uintptr_t q, std::uintptr_t scales,
          std::int64_t rows, std::int64_t k, std::int64_t x_row_stride, float eps, std::uintptr_t stream) {
-        kiln::python::quantize(service(device), variant,
-                               QuantArgs{pointer(x), pointer(q), pointer(scales), rows, k, x_row_stride, eps,
-                                         pointer(stream)});
+        invalid_as_value_error([&] {
+          kiln::Service& s = service(device);
+          QuantArgs args;
+          args.x = pointer(x);
+          args.q = pointer(q);
+          args.scales = pointer(scales);
+          args.m = extent("m", rows);
+          args.k = extent("k", k);
+          args.x_row_stride = extent("x_row_stride", x_row_stride);
+          args.eps = eps;
+          args.stream = pointer(stream);
+          kiln::ops::GroupQuant::check(variant, args);
+          const kiln::ops::GroupQuant quant = s.group_quant(variant);
+          if (!quant.available() && args.m != 0 && args.k != 0)
+            kiln::throw_error("kiln: variant " + variant.module_name() + " is not available on cuda:" +
+                              std::to_string(device) + " (" +
+                              (s.unavailable_reason().empty() ? "it did not compile or load; see the log"
+                                                              : s.unavailable_reason()) +
+                              ")");
+          quant.launch(s.gpu(), args);
+        });
       },
       // Why without the GIL: the first call of a variant on a device may compile for a while.
       py::call_guard<py::gil_scoped_release>(), py::arg("device"), py::arg("variant"), py::arg("x"), py::arg("q"),
       py::arg("scales"), py::arg("m"), py::arg("k"), py::arg("x_row_stride"), py::arg("eps"), py::arg("stream"));
   m.def(
-      "warm", [](int device, const QuantVariant& variant) { return kiln::python::warm(service(device), variant); },
+      "warm",
+      [](int device, const QuantVariant& variant) {
+        return invalid_as_value_error([&] { return service(device).group_quant(variant).available(); });
+      },
       py::call_guard<py::gil_scoped_release>(), py::arg("device"), py::arg("variant"));
   m.def(
       "availability",

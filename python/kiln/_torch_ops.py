@@ -24,7 +24,7 @@ def _address(t: torch.Tensor) -> int:
     return t.data_ptr() if _eager(t) else t.storage_offset() * t.element_size()
 
 
-def _check_x(x, group_size: int, layout: str) -> Tuple[int, int, int]:
+def _check_x(x, group_size: int, layout: str, silu: bool) -> Tuple[int, int, int]:
     """(M, K, row stride in elements, 0 = dense) of a valid x; TypeError/ValueError naming x otherwise."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x: expected a torch.Tensor or an object with __dlpack__, got {type(x).__name__}")
@@ -32,7 +32,7 @@ def _check_x(x, group_size: int, layout: str) -> Tuple[int, int, int]:
         raise TypeError(f"x: expected dtype bfloat16, float16 or float32, got {x.dtype}")
     if x.device.type not in ("cuda", "meta"):
         raise ValueError(f"x: expected a CUDA tensor, got one on {x.device}")
-    m, k = _variant.check_shape(tuple(x.shape), group_size, layout)
+    m, k = _variant.check_shape(tuple(x.shape), group_size, layout, silu)
     if x.shape[-1] > 1 and x.stride(-1) != 1:
         raise ValueError(f"x: expected a contiguous last dimension (stride 1), got strides {tuple(x.stride())}")
     _variant.check_alignment("x", _address(x))
@@ -64,10 +64,10 @@ def _empty_scales(x: torch.Tensor, m: int, k: int, group_size: int, layout: str)
 
 
 def _launch(x, q, scales, m: int, k: int, stride: int, group_size: int, eps: float, output: str, layout: str,
-            ue8m0: bool):
+            ue8m0: bool, silu: bool):
+    v = _variant.variant(_X_DTYPES[x.dtype], group_size, output, layout, ue8m0, silu)
     if m == 0 or k == 0:
         return
-    v = _variant.variant(_X_DTYPES[x.dtype], group_size, output, layout, ue8m0)
     device = x.get_device()
     stream = _raw_stream(device)
     try:
@@ -77,38 +77,39 @@ def _launch(x, q, scales, m: int, k: int, stride: int, group_size: int, eps: flo
             raise RuntimeError(
                 f"kiln: variant {v} could not be loaded on cuda:{device} during CUDA graph capture ({error}); "
                 f"call kiln.warm(device={device}, dtype={x.dtype}, group_size={group_size}, "
-                f"output='{output}', scales='{layout}', use_ue8m0={ue8m0}) before capturing") from error
+                f"output='{output}', scales='{layout}', use_ue8m0={ue8m0}, fuse_silu_and_mul={silu}) "
+                f"before capturing") from error
         raise
 
 
 @torch.library.custom_op("kiln::per_token_group_quant", mutates_args=())
 def per_token_group_quant(x: torch.Tensor, group_size: int, eps: float, output: str, layout: str,
-                          use_ue8m0: bool) -> Tuple[torch.Tensor, torch.Tensor]:
-    m, k, stride = _check_x(x, group_size, layout)
+                          use_ue8m0: bool, silu_and_mul: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    m, k, stride = _check_x(x, group_size, layout, silu_and_mul)
     q, scales = _empty_outputs(x, m, k, group_size, output, layout)
-    _launch(x, q, scales, m, k, stride, group_size, eps, output, layout, use_ue8m0)
+    _launch(x, q, scales, m, k, stride, group_size, eps, output, layout, use_ue8m0, silu_and_mul)
     return q, scales
 
 
 @per_token_group_quant.register_fake
-def _(x, group_size, eps, output, layout, use_ue8m0):
-    m, k, _ = _check_x(x, group_size, layout)
+def _(x, group_size, eps, output, layout, use_ue8m0, silu_and_mul):
+    m, k, _ = _check_x(x, group_size, layout, silu_and_mul)
     return _empty_outputs(x, m, k, group_size, output, layout)
 
 
 @torch.library.custom_op("kiln::per_token_group_quant_out", mutates_args=("out_q",))
 def per_token_group_quant_out(x: torch.Tensor, out_q: torch.Tensor, group_size: int, eps: float, output: str,
-                              layout: str, use_ue8m0: bool) -> torch.Tensor:
-    m, k, stride = _check_x(x, group_size, layout)
+                              layout: str, use_ue8m0: bool, silu_and_mul: bool) -> torch.Tensor:
+    m, k, stride = _check_x(x, group_size, layout, silu_and_mul)
     _check_out_q(out_q, x, k, output)
     scales = _empty_scales(x, m, k, group_size, layout)
-    _launch(x, out_q, scales, m, k, stride, group_size, eps, output, layout, use_ue8m0)
+    _launch(x, out_q, scales, m, k, stride, group_size, eps, output, layout, use_ue8m0, silu_and_mul)
     return scales
 
 
 @per_token_group_quant_out.register_fake
-def _(x, out_q, group_size, eps, output, layout, use_ue8m0):
-    m, k, _ = _check_x(x, group_size, layout)
+def _(x, out_q, group_size, eps, output, layout, use_ue8m0, silu_and_mul):
+    m, k, _ = _check_x(x, group_size, layout, silu_and_mul)
     _check_out_q(out_q, x, k, output)
     return _empty_scales(x, m, k, group_size, layout)
 
@@ -137,36 +138,39 @@ def _eager(x: torch.Tensor) -> bool:
             and torch._C._len_torch_dispatch_stack() == 0)
 
 
-def _op(x, out_q, group_size: int, eps: float, output: str, layout: str, ue8m0: bool):
+def _op(x, out_q, group_size: int, eps: float, output: str, layout: str, ue8m0: bool, silu: bool):
     if out_q is None:
-        return torch.ops.kiln.per_token_group_quant(x, group_size, eps, output, layout, ue8m0)
-    return out_q, torch.ops.kiln.per_token_group_quant_out(x, out_q, group_size, eps, output, layout, ue8m0)
+        return torch.ops.kiln.per_token_group_quant(x, group_size, eps, output, layout, ue8m0, silu)
+    return out_q, torch.ops.kiln.per_token_group_quant_out(x, out_q, group_size, eps, output, layout, ue8m0, silu)
 
 
 def quantize(x, group_size, eps, column_major_scales, tma_aligned_scales, use_ue8m0, out_q, output: str,
-             pack_ue8m0_scales: bool = False):
+             pack_ue8m0_scales: bool = False, fuse_silu_and_mul: bool = False):
     """What the public functions share: check every argument, then the op (or, untraced, its body)."""
     _variant.check_group_size(group_size)
     eps = _variant.check_eps(eps)
     ue8m0 = bool(use_ue8m0)
     layout = _variant.scale_layout(bool(column_major_scales), bool(tma_aligned_scales), ue8m0,
                                    bool(pack_ue8m0_scales))
+    silu = bool(fuse_silu_and_mul)
+    if output == "int8" and ue8m0:
+        _variant.variant("bfloat16", group_size, output, layout, ue8m0, silu)  # raises the ValueError
     # Why straight to the op under torch.compile: dynamo cannot trace storage queries; the fake
     # implementations check x and out_q when it runs them.
     if torch.compiler.is_compiling():
-        return _op(x, out_q, group_size, eps, output, layout, ue8m0)
-    m, k, stride = _check_x(x, group_size, layout)
+        return _op(x, out_q, group_size, eps, output, layout, ue8m0, silu)
+    m, k, stride = _check_x(x, group_size, layout, silu)
     if out_q is not None:
         _check_out_q(out_q, x, k, output)
     if not _eager(x):
-        return _op(x, out_q, group_size, eps, output, layout, ue8m0)
+        return _op(x, out_q, group_size, eps, output, layout, ue8m0, silu)
     if out_q is None:
         q, scales = _empty_outputs(x, m, k, group_size, output, layout)
     else:
         q, scales = out_q, _empty_scales(x, m, k, group_size, layout)
         # Why: as the op's mutation annotation would, so autograd sees out_q changed.
         torch.autograd.graph.increment_version(out_q)
-    _launch(x, q, scales, m, k, stride, group_size, eps, output, layout, ue8m0)
+    _launch(x, q, scales, m, k, stride, group_size, eps, output, layout, ue8m0, silu)
     return q, scales
 
 
@@ -176,7 +180,8 @@ def check_dtype(dtype, output: str) -> None:
         raise TypeError(f"dtype: expected None or {_Q_DTYPES[output]}, got {dtype}")
 
 
-def warm(device: Optional[int], dtype, group_size: int, output: str, scales: str, use_ue8m0: bool) -> bool:
+def warm(device: Optional[int], dtype, group_size: int, output: str, scales: str, use_ue8m0: bool,
+         fuse_silu_and_mul: bool = False) -> bool:
     if device is None:
         device = torch.cuda.current_device()
     name = str(dtype).replace("torch.", "")
@@ -187,4 +192,5 @@ def warm(device: Optional[int], dtype, group_size: int, output: str, scales: str
     if scales not in _variant.LAYOUTS:
         raise ValueError(f"scales: expected one of {_variant.LAYOUTS}, got {scales!r}")
     _variant.check_group_size(group_size)
-    return _kiln.warm(device, _variant.variant(name, group_size, output, scales, bool(use_ue8m0)))
+    return _kiln.warm(device, _variant.variant(name, group_size, output, scales, bool(use_ue8m0),
+                                               bool(fuse_silu_and_mul)))

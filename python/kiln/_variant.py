@@ -71,13 +71,18 @@ def scale_geometry(lead_shape: Tuple[int, ...], groups: int, layout: str) -> Sca
 _variants = {}
 
 
-def variant(input_name: str, group: int, output: str, layout: str, ue8m0: bool) -> "_kiln.QuantVariant":
+def variant(input_name: str, group: int, output: str, layout: str, ue8m0: bool,
+            silu_and_mul: bool = False) -> "_kiln.QuantVariant":
     """The extension's variant struct, made once per combination (a call costs a dict lookup)."""
-    key = (input_name, group, output, layout, ue8m0)
+    key = (input_name, group, output, layout, ue8m0, silu_and_mul)
     found = _variants.get(key)
     if found is None:
+        if output == "int8" and ue8m0:
+            raise ValueError("use_ue8m0: int8 output takes fp32 scales (absmax / 127); UE8M0 scales exist only "
+                             "for per_token_group_quant_fp8")
         found = _kiln.QuantVariant(input=INPUTS[input_name], group=group, output=OUTPUTS[output],
-                                   scales=getattr(_kiln.ScaleLayout, layout), ue8m0=ue8m0, silu_and_mul=False)
+                                   scales=getattr(_kiln.ScaleLayout, layout), ue8m0=ue8m0,
+                                   silu_and_mul=silu_and_mul)
         _variants[key] = found
     return found
 
@@ -98,15 +103,21 @@ def check_eps(eps) -> float:
     return float(eps)
 
 
-def check_shape(shape: Tuple[int, ...], group_size: int, layout: str) -> Tuple[int, int]:
-    """(M, K) of the output for an x of `shape`, or ValueError naming x."""
+def check_shape(shape: Tuple[int, ...], group_size: int, layout: str, silu_and_mul: bool = False) -> Tuple[int, int]:
+    """(M, K) of the output for an x of `shape` ([..., K], or [..., 2K] with the fused SiLU), or
+    ValueError naming x."""
     if len(shape) < 1:
         raise ValueError("x: expected at least one dimension (..., K), got a 0-d tensor")
     if layout != "row_major" and len(shape) != 2:
         raise ValueError(f"x: column-major scales ({layout}) need a 2-d x (M, K), got shape {tuple(shape)}")
     columns = shape[-1]
+    if silu_and_mul:
+        if columns % 2:
+            raise ValueError(f"x: fuse_silu_and_mul takes x = [gate, up] with an even last dimension (2K), got {columns}")
+        columns //= 2
     if columns % group_size:
-        raise ValueError(f"x: the last dimension (K = {columns}) must be a multiple of group_size = {group_size}")
+        raise ValueError(f"x: the last dimension (K = {columns}{' after halving for fuse_silu_and_mul' if silu_and_mul else ''}) "
+                         f"must be a multiple of group_size = {group_size}")
     m = 1
     for extent in shape[:-1]:
         m *= extent

@@ -49,6 +49,10 @@ def test_ops_are_registered():
 @pytest.mark.parametrize("m", [1, 5, 8])
 def test_fake_shapes_dtypes_strides(fn, qdtype, layout, group, xdtype, m):
     k = 4 * 128
+    if fn is INT8 and LAYOUT_FLAGS[layout].get("use_ue8m0"):
+        raises(ValueError, r"^use_ue8m0: int8 output takes fp32 scales", fn, meta(m, k, dtype=xdtype),
+               group_size=group, **LAYOUT_FLAGS[layout])
+        return
     q, scales = fn(meta(m, k, dtype=xdtype), group_size=group, **LAYOUT_FLAGS[layout])
     assert (q.shape, q.dtype, q.device.type) == ((m, k), qdtype, "meta")
     assert q.is_contiguous()
@@ -223,15 +227,42 @@ def test_warm_errors():
     raises(ValueError, r"^group_size: expected one of", kiln.warm, device=0, group_size=100)
 
 
-def test_other_variants_name_themselves_until_the_family_lands():
-    # Straight to the extension: without a GPU the op never reaches it. The seed variant is the
-    # library's; every other one says which variant it is.
+def test_the_extension_refuses_what_the_library_refuses_as_value_errors():
+    # Straight to the extension: without a GPU the op never reaches it.
     from kiln import _kiln, _variant
-    v = _variant.variant("float16", 64, "int8", "column_major_tma", True)
-    with pytest.raises(NotImplementedError, match=r"variant fp16/g64/int8/column_major_tma/ue8m0: this variant"):
+    v = _variant.variant("float16", 64, "int8", "column_major_tma", False)
+    with pytest.raises(ValueError, match=r"^invalid argument 'x': expected a device pointer, got null"):
         _kiln.quantize(0, v, 0, 0, 0, 4, 128, 0, 1e-10, 0)
-    seed = _variant.variant("bfloat16", 128, "e4m3", "row_major", False)
-    with pytest.raises(NotImplementedError, match=r"variant bf16/g128/e4m3/row_major: eps other than 1e-10"):
-        _kiln.quantize(0, seed, 0, 0, 0, 4, 128, 0, 1e-6, 0)
-    with pytest.raises(NotImplementedError, match=r"a strided x \(row stride\)"):
-        _kiln.quantize(0, seed, 0, 0, 0, 4, 128, 136, 1e-10, 0)
+    with pytest.raises(ValueError, match=r"^invalid argument 'k': expected a multiple of the group \(64\), got 100"):
+        _kiln.quantize(0, v, 0, 0, 0, 4, 100, 0, 1e-10, 0)
+    with pytest.raises(ValueError, match=r"^invalid argument 'x_row_stride'"):
+        _kiln.quantize(0, v, 0x10000, 0x20000, 0x30000, 4, 128, 130, 1e-10, 0)
+    impossible = _kiln.QuantVariant(input=_kiln.QuantInput.bf16, group=128, output=_kiln.QuantOutput.e4m3,
+                                    scales=_kiln.ScaleLayout.ue8m0_packed, ue8m0=False, silu_and_mul=False)
+    with pytest.raises(ValueError, match=r"^impossible variant of per_token_group_quant: parameter 'scales'"):
+        _kiln.warm(0, impossible)
+    # A valid variant on a machine without a GPU: not available, said plainly.
+    assert _kiln.warm(0, v) is False
+    with pytest.raises(RuntimeError, match=r"variant per_token_group_quant-fp16-g64-int8-col_tma is not available"):
+        _kiln.quantize(0, v, 0x10000, 0x20000, 0x30000, 4, 128, 0, 1e-10, 0)
+    assert str(v) == "per_token_group_quant-fp16-g64-int8-col_tma"
+
+
+def test_int8_has_no_ue8m0_scales():
+    x = torch.empty(4, 256, dtype=torch.bfloat16, device="meta")
+    raises(ValueError, r"^use_ue8m0: int8 output takes fp32 scales", kiln.per_token_group_quant_int8, x,
+           use_ue8m0=True)
+
+
+@pytest.mark.parametrize("layout", ["row_major", "column_major"])
+def test_fused_silu_and_mul_halves_the_last_dimension(layout):
+    x = torch.empty(6, 512, dtype=torch.bfloat16, device="meta")
+    q, scales = kiln.per_token_group_quant_fp8(x, group_size=64, column_major_scales=layout != "row_major",
+                                               fuse_silu_and_mul=True)
+    assert q.shape == (6, 256) and q.dtype == torch.float8_e4m3fn
+    assert scales.shape == (6, 4)
+    raises(ValueError, r"^x: fuse_silu_and_mul takes x = \[gate, up\] with an even last dimension",
+           kiln.per_token_group_quant_fp8, torch.empty(6, 129 * 2 + 1, dtype=torch.bfloat16, device="meta"),
+           fuse_silu_and_mul=True)
+    raises(ValueError, r"after halving for fuse_silu_and_mul", kiln.per_token_group_quant_fp8,
+           torch.empty(6, 2 * 96, dtype=torch.bfloat16, device="meta"), fuse_silu_and_mul=True)

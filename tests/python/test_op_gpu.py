@@ -1,24 +1,21 @@
 """The op on a GPU (the H200: bench/device_python.sh): byte-exact against a reference written with
 torch ops, torch.compile(fullgraph=True), CUDA graph capture and replay with fresh inputs, a side
 stream, the device index, out_q, DLPack, and opcheck."""
+import itertools
+
 import pytest
 import torch
 
 import kiln
+import torch_reference
 
 pytestmark = pytest.mark.gpu
 
 
 def reference(x, group=128):
-    """vLLM's per_token_group_quant_fp8 numerics with torch ops: absmax = max(amax |x|, 1e-10),
-    scale = absmax / 448, q = e4m3(clamp(x / scale, -448, 448)), round to nearest even."""
-    m, k = x.shape
-    groups = x.float().view(m, k // group, group)
-    # Why a device tensor: dividing by a Python scalar multiplies by its reciprocal, which can
-    # differ from true division in the last bit.
-    scales = groups.abs().amax(dim=-1).clamp(min=1e-10) / torch.tensor(448.0, device=x.device)
-    q = (groups / scales.unsqueeze(-1)).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
-    return q.view(m, k), scales
+    """The seed variant through tests/python/torch_reference.py (vLLM's numerics with torch ops)."""
+    codes, scales = torch_reference.quantize(x, x.shape[1], group, "e4m3")
+    return codes.view(torch.float8_e4m3fn), scales
 
 
 def sample(m, k, device="cuda", seed=0):
@@ -187,20 +184,46 @@ def test_dlpack_input():
     assert_exact(q, scales, x)
 
 
-def test_other_variants_raise_not_implemented_naming_the_variant():
-    x = sample(8, 256).half()
-    with pytest.raises(NotImplementedError, match="fp16/g128/e4m3/row_major"):
-        kiln.per_token_group_quant_fp8(x)
-    with pytest.raises(NotImplementedError, match="bf16/g128/int8/row_major"):
-        kiln.per_token_group_quant_int8(sample(8, 256))
+VARIANTS = [v for v in itertools.product((torch.bfloat16, torch.float16, torch.float32), (32, 64, 128), ("e4m3", "int8"),
+                                       ("row_major", "column_major", "column_major_tma", "ue8m0_packed"), (False, True),
+                                       (False, True))
+            if not (v[2] == "int8" and v[4]) and not (v[3] == "ue8m0_packed" and not v[4])]
+
+
+@pytest.mark.parametrize("dtype,group,out,layout,ue8m0,silu", VARIANTS)
+def test_every_variant_against_torch(dtype, group, out, layout, ue8m0, silu):
+    m, k = 67, 1024
+    g = torch.Generator(device="cuda").manual_seed(group + k)
+    x = (torch.randn(m, 2 * k if silu else k, device="cuda", generator=g) * 3).to(dtype)
+    if not silu:
+        x[1, :group] = 0
+        x[2, 5], x[3, 7], x[4, 9] = float("nan"), float("inf"), float("-inf")
+    fn = kiln.per_token_group_quant_fp8 if out == "e4m3" else kiln.per_token_group_quant_int8
+    q, scales = fn(x, group_size=group, column_major_scales=layout != "row_major",
+                   tma_aligned_scales=layout in ("column_major_tma", "ue8m0_packed"), use_ue8m0=ue8m0,
+                   pack_ue8m0_scales=layout == "ue8m0_packed", fuse_silu_and_mul=silu)
+    torch.cuda.synchronize()
+    codes, ref_scales = torch_reference.quantize(x, k, group, out, ue8m0, silu)
+    assert q.shape == (m, k)
+    if layout == "ue8m0_packed":
+        got = torch.as_strided(scales, (scales.untyped_storage().nbytes() // 4,), (1,), 0).view(torch.uint8)
+        scale_diff = (got.to(torch.int32) - torch_reference.packed_exponents(ref_scales).to(torch.int32)).abs()
+    else:
+        assert scales.shape == (m, k // group)
+        scale_diff = (scales.contiguous().view(torch.int32) - ref_scales.view(torch.int32)).abs()
+    code_diff = (q.view(torch.uint8).to(torch.int32) - codes.to(torch.int32)).abs()
+    if silu:  # torch.exp against kiln's portable e^x: bounded, not equal
+        assert int((code_diff != 0).sum()) <= code_diff.numel() // 1000 and int(scale_diff.max()) <= 8
+    else:
+        assert int(code_diff.max()) == 0 and int(scale_diff.max()) == 0
 
 
 def test_opcheck():
     x = sample(32, 512, seed=9)
-    torch.library.opcheck(torch.ops.kiln.per_token_group_quant.default, (x, 128, 1e-10, "e4m3", "row_major", False))
+    torch.library.opcheck(torch.ops.kiln.per_token_group_quant.default, (x, 128, 1e-10, "e4m3", "row_major", False, False))
     out = torch.empty(32, 512, dtype=torch.float8_e4m3fn, device="cuda")
     torch.library.opcheck(torch.ops.kiln.per_token_group_quant_out.default,
-                          (x, out, 128, 1e-10, "e4m3", "row_major", False))
+                          (x, out, 128, 1e-10, "e4m3", "row_major", False, False))
 
 
 def test_dlpack_jax_bf16():
@@ -218,8 +241,10 @@ def test_dlpack_jax_bf16():
     assert_exact(q, scales, torch.from_dlpack(xj))
 
 
-def test_dlpack_cupy_reaches_the_variant():
+def test_dlpack_cupy_fp16():
     cupy = pytest.importorskip("cupy")
-    xc = cupy.ones((8, 256), dtype=cupy.float16)  # CuPy has no bf16: the fp16 variant is asked for
-    with pytest.raises(NotImplementedError, match="fp16/g128/e4m3/row_major"):
-        kiln.per_token_group_quant_fp8(xc)
+    xc = cupy.random.standard_normal((8, 256), dtype=cupy.float32).astype(cupy.float16)  # CuPy has no bf16
+    q, scales = kiln.per_token_group_quant_fp8(xc)
+    torch.cuda.synchronize()
+    codes, ref_scales = torch_reference.quantize(torch.from_dlpack(xc), 256, 128, "e4m3")
+    assert torch.equal(q.view(torch.uint8), codes) and torch.equal(scales.view(torch.int32), ref_scales.view(torch.int32))
