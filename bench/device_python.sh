@@ -16,7 +16,7 @@ ext="$pkg/kiln/_kiln$($PY -c 'import sysconfig; print(sysconfig.get_config_var("
 {
   echo "### build the extension ($(date -u +%H:%M:%S))"
   c++ -O2 -std=c++17 -shared -fPIC $($PY -m pybind11 --includes) -Iinclude python/ext/kiln_module.cpp \
-    python/ext/quant_call.cpp "$lib" -Wl,-rpath,"$PWD/.carry/lib" -o "$ext" || exit 1
+    "$lib" -Wl,-rpath,"$PWD/.carry/lib" -o "$ext" || exit 1
   cp python/kiln/*.py "$pkg/kiln/" && cp .carry/bin/kiln "$pkg/kiln/kiln" || exit 1
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   echo "### pytest ($(date -u +%H:%M:%S))"
