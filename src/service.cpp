@@ -3,6 +3,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "cache/cache_path.hpp"
 #include "cache/disk/disk_cache.hpp"
 #include "cache/module_provider.hpp"
 #include "driver/cuda_backend.hpp"
@@ -24,7 +25,10 @@ struct Service::Parts {
   ops::Fp8ActQuant fp8;
 };
 
-Service::Service(int ordinal) : Service(ordinal, process_disk_cache(), Compiler()) {}
+Service::Service(int ordinal)
+    : Service(std::make_unique<CudaBackend>(
+                  ordinal, make_module_provider(process_disk_cache(), Compiler(), process_cache_path().layers)),
+              process_disk_cache()) {}
 
 Service::Service(int ordinal, std::shared_ptr<DiskCache> disk, Compiler compiler)
     : Service(std::make_unique<CudaBackend>(ordinal, make_module_provider(disk, std::move(compiler))), disk) {}
