@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 #include <thread>
 
 #include "base/log.hpp"
@@ -57,13 +58,30 @@ std::optional<Child> spawn_worker(const std::vector<std::string>& items) {
   return Child{pid, fds[0], {}};
 }
 
-/// One report line of a worker: "<compiled|cached|failed> <module> <target>".
-void report_line(const std::string& line, Progress& progress) {
-  const auto first = line.find(' ');
-  const auto second = line.find(' ', first + 1);
-  if (first == std::string::npos || second == std::string::npos) return;
-  const std::string what = line.substr(0, first);
-  progress.start(line.substr(first + 1, second - first - 1), line.substr(second + 1));
+#define KILN_WORKER_COUNTERS(X) \
+  X(disk_hits) X(disk_misses) X(compiles) X(corrupt_healed) X(rejected) X(lock_waits) X(lock_timeouts) \
+  X(lock_failures) X(evictions) X(store_failures)
+
+/// One report line of a worker: "<compiled|cached|failed> <module> <target> <compile ms>", or at
+/// the end "counters" and its disk cache's counters in KILN_WORKER_COUNTERS order.
+void report_line(const std::string& line, Progress& progress, WorkerTotals& totals) {
+  std::istringstream in(line);
+  std::string what;
+  in >> what;
+  if (what == "counters") {
+#define KILN_READ(name)             \
+  std::uint64_t name = 0;           \
+  in >> name;                       \
+  totals.disk.name += name;
+    KILN_WORKER_COUNTERS(KILN_READ)
+#undef KILN_READ
+    return;
+  }
+  std::string module, target;
+  double compile_ms = 0;
+  if (!(in >> module >> target >> compile_ms)) return;
+  if (what == "compiled") totals.compile_ms += compile_ms;
+  progress.start(module, target);
   progress.finish(what == "cached", what == "failed");
 }
 
@@ -71,7 +89,7 @@ void report_line(const std::string& line, Progress& progress) {
 
 unsigned default_jobs() { return std::max(1u, std::thread::hardware_concurrency()); }
 
-bool compile_in_processes(const std::vector<WorkItem>& work, unsigned jobs, Progress& progress) {
+bool compile_in_processes(const std::vector<WorkItem>& work, unsigned jobs, Progress& progress, WorkerTotals& totals) {
   if (jobs < 2 || work.size() < 2 || !jit_enabled() || nvrtc_build().empty()) return false;
   if (process_disk_cache()->status().mode != DiskCacheMode::read_write) return false;
   const std::size_t count = std::min<std::size_t>(jobs, work.size());
@@ -106,7 +124,7 @@ bool compile_in_processes(const std::vector<WorkItem>& work, unsigned jobs, Prog
       std::string& partial = children[i].partial;
       partial.append(buffer, static_cast<std::size_t>(got));
       for (auto end = partial.find('\n'); end != std::string::npos; end = partial.find('\n')) {
-        report_line(partial.substr(0, end), progress);
+        report_line(partial.substr(0, end), progress, totals);
         partial.erase(0, end + 1);
       }
     }
@@ -128,23 +146,34 @@ void add_worker_command(CLI::App& app) {
   cmd->add_option("items", *items, "MODULE@TARGET")->required();
   cmd->callback([items] {
     const Compiler compiler;
-    const ModuleProvider provider = make_module_provider(process_disk_cache(), compiler, process_cache_path().layers);
+    // Why no read-only layers: the parent reads the results from the writable disk cache.
+    const auto disk = process_disk_cache();
+    const ModuleProvider provider = make_module_provider(disk, compiler);
     for (const auto& item : *items) {
       const auto at = item.rfind('@');
       const KernelSource* source = at == std::string::npos ? nullptr : find_module(item.substr(0, at));
       if (source == nullptr) throw CLI::ValidationError("worker", "no module in '" + item + "'");
       const Target target = parse_target(item.substr(at + 1));
       const char* what = "compiled";
+      double compile_ms = 0;
       try {
-        what = provider.provide(*source, target).from_disk ? "cached" : "compiled";
+        const ProvidedModule provided = provider.provide(*source, target);
+        what = provided.from_disk ? "cached" : "compiled";
+        compile_ms = provided.module.compile_ms;
       } catch (const std::exception& e) {
         // Why not printed here: the parent compiles it again and reports the error once.
         logger().debug("worker: {}: {}", item, e.what());
         what = "failed";
       }
-      std::printf("%s %s %s\n", what, source->module.c_str(), target.name().c_str());
+      std::printf("%s %s %s %.3f\n", what, source->module.c_str(), target.name().c_str(), compile_ms);
       std::fflush(stdout);
     }
+    const DiskCacheCounters counters = disk->counters();
+    std::printf("counters");
+#define KILN_PRINT(name) std::printf(" %llu", static_cast<unsigned long long>(counters.name));
+    KILN_WORKER_COUNTERS(KILN_PRINT)
+#undef KILN_PRINT
+    std::printf("\n");
   });
 }
 

@@ -15,6 +15,7 @@
 
 #include "cli_progress.hpp"
 #include "jit/registry.hpp"
+#include "kiln/counters.hpp"
 #include "kiln/target.hpp"
 
 namespace kiln::cli {
@@ -24,10 +25,17 @@ unsigned default_jobs();
 
 using WorkItem = std::pair<const KernelSource*, Target>;
 
+/// What the workers did, summed: their disk caches' counters and their compile time.
+struct WorkerTotals {
+  DiskCacheCounters disk;
+  double compile_ms = 0;
+};
+
 /// Runs `work` in up to `jobs` child processes and waits for them, reporting each finished item
-/// to `progress`. Returns false, doing nothing, when processes cannot help: `jobs` < 2, fewer than
-/// two items, KILN_JIT=off, no NVRTC, or no writable disk cache to hand results back through.
-bool compile_in_processes(const std::vector<WorkItem>& work, unsigned jobs, Progress& progress);
+/// to `progress` and summing their counters into `totals`. Returns false, doing nothing, when
+/// processes cannot help: `jobs` < 2, fewer than two items, KILN_JIT=off, no NVRTC, or no writable
+/// disk cache to hand results back through.
+bool compile_in_processes(const std::vector<WorkItem>& work, unsigned jobs, Progress& progress, WorkerTotals& totals);
 
 /// `kiln worker MODULE@TARGET...` (hidden): the child's side.
 void add_worker_command(CLI::App& app);

@@ -129,7 +129,8 @@ void pack(const PackArgs& args) {
   std::vector<WorkItem> work;
   for (const auto& job : jobs) work.emplace_back(job.source, job.target);
   // Why a second, silent progress after the workers: the parent then only reads their results.
-  const bool workers = compile_in_processes(work, args.jobs, progress);
+  WorkerTotals totals;
+  const bool workers = compile_in_processes(work, args.jobs, progress, totals);
   Progress collecting("kiln pack", jobs.size(), !args.json && !workers);
   parallel_for(jobs.size(), args.jobs, [&](std::size_t i) {
     PackJob& job = jobs[i];
