@@ -12,6 +12,8 @@ Usage: test_kiln_pack.py KILN_EXECUTABLE DEPLOY_TEST_EXECUTABLE
 import json
 import os
 import pathlib
+import pty
+import select
 import shutil
 import subprocess
 import sys
@@ -42,6 +44,26 @@ def main():
         a, b = (build / 'a.kpack').read_bytes(), (build / 'b.kpack').read_bytes()
         check(a == b, f'packed twice: identical bytes ({len(a)} and {len(b)})')
         check((build / 'a.kpack').stat().st_mode & 0o777 == 0o644, 'the bundle is mode 0644')
+
+        # On a terminal, one progress line (rewritten with \r); with --json, none.
+        for extra, shown in (([], True), (['--json'], False)):
+            leader, follower = pty.openpty()
+            done = subprocess.run([kiln, 'pack', '--arch', 'sm_90a', '-o', str(tmp / 'tty.kpack'), '--jobs', '1', *extra],
+                                  env=env, stdout=subprocess.PIPE, stderr=follower, timeout=240)
+            os.close(follower)
+            seen = b''
+            while select.select([leader], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            os.close(leader)
+            text = seen.decode(errors='replace')
+            check(done.returncode == 0 and (('[2/2]' in text and 'from caches' in text) == shown),
+                  f'progress on a terminal {"shown" if shown else "not shown with --json"}', repr(text[-300:]))
 
         listed = run([kiln, 'pack', '--list', str(build / 'a.kpack'), '--json'], env)
         info = json.loads(listed.stdout) if listed.returncode == 0 else {}

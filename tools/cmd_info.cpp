@@ -126,7 +126,10 @@ void print_info(const nlohmann::json& info) {
   std::printf("kiln %s\n", info["kiln"].get<std::string>().c_str());
   std::string archs;
   for (int arch : info["nvrtc"]["archs"]) archs += (archs.empty() ? "" : " ") + std::to_string(arch);
-  std::printf("NVRTC %s, archs: %s\n", info["nvrtc"]["version"].get<std::string>().c_str(), archs.c_str());
+  if (info["nvrtc_found"]["loaded"].get<bool>() || info["nvrtc"]["version"] != "none")
+    std::printf("NVRTC %s, archs: %s\n", info["nvrtc"]["version"].get<std::string>().c_str(), archs.c_str());
+  else
+    std::printf("NVRTC not loaded (see below)\n");
   if (info["driver"]["available"].get<bool>())
     std::printf("driver: CUDA %s\n", info["driver"]["version"].get<std::string>().c_str());
   else
