@@ -53,14 +53,19 @@ std::vector<std::string> python_wheel_folders() {
     for (int up = 0; up < 2 && path.rfind('/') != std::string::npos; ++up) path.erase(path.rfind('/'));
     if (!path.empty()) prefixes.push_back(path);
   }
+  if (auto home = env_value("HOME")) prefixes.push_back(*home + "/.local");  // pip install --user
   std::vector<std::string> folders;
   for (const auto& prefix : prefixes) {
-    for (const char* lib : {"/nvidia/cuda_nvrtc/lib", "/nvidia/cu13/lib"}) {
-      const std::string pattern = prefix + "/lib/python3*/site-packages" + lib;
-      glob_t found{};
-      if (::glob(pattern.c_str(), 0, nullptr, &found) == 0)
-        for (std::size_t i = 0; i < found.gl_pathc; ++i) folders.emplace_back(found.gl_pathv[i]);
-      ::globfree(&found);
+    // Why both: Debian's pip installs into dist-packages, every other Python into site-packages.
+    for (const char* packages : {"/lib/python3*/site-packages", "/lib/python3*/dist-packages",
+                                 "/local/lib/python3*/dist-packages"}) {
+      for (const char* lib : {"/nvidia/cuda_nvrtc/lib", "/nvidia/cu13/lib"}) {
+        const std::string pattern = prefix + packages + lib;
+        glob_t found{};
+        if (::glob(pattern.c_str(), 0, nullptr, &found) == 0)
+          for (std::size_t i = 0; i < found.gl_pathc; ++i) folders.emplace_back(found.gl_pathv[i]);
+        ::globfree(&found);
+      }
     }
   }
   return folders;
