@@ -4,6 +4,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "cache/cache_path.hpp"
 #include "cache/disk/disk_cache.hpp"
 #include "cache/module_provider.hpp"
 #include "driver/cuda_backend.hpp"
@@ -39,7 +40,10 @@ std::uint32_t variant_key(const ops::QuantVariant& v) {
 
 }  // namespace
 
-Service::Service(int ordinal) : Service(ordinal, process_disk_cache(), Compiler()) {}
+Service::Service(int ordinal)
+    : Service(std::make_unique<CudaBackend>(
+                  ordinal, make_module_provider(process_disk_cache(), Compiler(), process_cache_path().layers)),
+              process_disk_cache()) {}
 
 Service::Service(int ordinal, std::shared_ptr<DiskCache> disk, Compiler compiler)
     : Service(std::make_unique<CudaBackend>(ordinal, make_module_provider(disk, std::move(compiler))), disk) {}

@@ -82,7 +82,7 @@ inline Target sm80() { return Target{{8, 0}, false, OutputKind::cubin}; }
 
 inline CacheKey key_for(const std::string& module, const Target& target) {
   CacheKeyInputs inputs;
-  inputs.nvrtc = {13, 0};
+  inputs.nvrtc_build = "build-id test";
   const std::string name = target.name();
   inputs.target = name;
   inputs.kind = target.kind;

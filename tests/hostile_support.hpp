@@ -35,7 +35,7 @@ inline CompiledModule fake_compiled(const KernelSource& source, const Target& ta
 inline ModuleProvider disk_provider(const std::shared_ptr<DiskCache>& disk, int variant, std::atomic<int>& compiles) {
   const auto key = [variant](const KernelSource& source, const Target& target) {
     CacheKeyInputs inputs;
-    inputs.nvrtc = {13, 0};
+    inputs.nvrtc_build = "build-id test";
     const std::string name = target.name();
     inputs.target = name;
     inputs.options = {"-arch=" + name, "--variant=" + std::to_string(variant)};

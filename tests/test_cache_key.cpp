@@ -7,6 +7,7 @@
 #include "cache/cache_key.hpp"
 #include "cache/module_provider.hpp"
 #include "jit/nvrtc.hpp"
+#include "jit/nvrtc_api.hpp"
 #include "jit/registry.hpp"
 
 using namespace kiln;
@@ -15,9 +16,8 @@ namespace {
 
 CacheKeyInputs fixed_inputs() {
   CacheKeyInputs in;
-  in.format_version = 2;
-  in.nvrtc = {13, 0};
-  in.nvrtc_build = "13.0 build-id 65be0db342ad51a06876e71e210bccc5aa8322cf";
+  in.format_version = 3;
+  in.nvrtc_build = "build-id 65be0db342ad51a06876e71e210bccc5aa8322cf";
   in.target = "sm_90a";
   in.kind = OutputKind::cubin;
   in.options = {"--std=c++17", "-arch=sm_90a", "-default-device"};
@@ -30,9 +30,10 @@ CacheKeyInputs fixed_inputs() {
 }  // namespace
 
 TEST_CASE("cache key of fixed inputs is pinned (an encoding change must bump cache_format_version)") {
-  // Version 1 keyed NVRTC by major.minor only; 2 adds its exact build (CacheKeyInputs::nvrtc_build).
-  CHECK(cache_format_version == 2);
-  CHECK(make_cache_key(fixed_inputs()).hex() == "15e2b55d3dbb67ca0b7c2f1fb03d484a");
+  // Version 1 keyed NVRTC by major.minor only; 2 adds its exact build (CacheKeyInputs::nvrtc_build);
+  // 3 keys on the build alone, which a process reads from the library file without loading NVRTC.
+  CHECK(cache_format_version == 3);
+  CHECK(make_cache_key(fixed_inputs()).hex() == "0bc3282c5744cd79d8b7bf40c72188b3");
 }
 
 TEST_CASE("cache key is the same for the same inputs and differs when any input changes") {
@@ -40,10 +41,8 @@ TEST_CASE("cache key is the same for the same inputs and differs when any input 
   CHECK(make_cache_key(fixed_inputs()) == base);
 
   const std::vector<std::pair<const char*, std::function<void(CacheKeyInputs&)>>> changes = {
-      {"format version", [](CacheKeyInputs& in) { in.format_version = 1; }},
-      {"nvrtc major", [](CacheKeyInputs& in) { in.nvrtc.major = 12; }},
-      {"nvrtc minor", [](CacheKeyInputs& in) { in.nvrtc.minor = 1; }},
-      {"nvrtc build", [](CacheKeyInputs& in) { in.nvrtc_build = "13.0 build-id 65be0db342ad51a06876e71e210bccc5aa8322d0"; }},
+      {"format version", [](CacheKeyInputs& in) { in.format_version = 2; }},
+      {"nvrtc build", [](CacheKeyInputs& in) { in.nvrtc_build = "build-id 65be0db342ad51a06876e71e210bccc5aa8322d0"; }},
       {"nvrtc build unknown", [](CacheKeyInputs& in) { in.nvrtc_build = ""; }},
       {"target", [](CacheKeyInputs& in) { in.target = "sm_90"; }},
       {"output kind", [](CacheKeyInputs& in) { in.kind = OutputKind::ptx; }},
@@ -120,26 +119,27 @@ TEST_CASE("cache key: two NVRTC builds of one major.minor give different keys") 
   auto patch_90 = fixed_inputs();
   patch_88.nvrtc_build = "13.0 Compiler Build ID: CL-36424714; Cuda compilation tools, release 13.0, V13.0.88";
   patch_90.nvrtc_build = "13.0 Compiler Build ID: CL-36836380; Cuda compilation tools, release 13.0, V13.0.90";
-  CHECK(patch_88.nvrtc == patch_90.nvrtc);
   CHECK(make_cache_key(patch_88) != make_cache_key(patch_90));
 }
 
-TEST_CASE("cache key: the linked NVRTC's build is exact, contains its version, and is read once") {
-  const auto version = nvrtc_version();
-  REQUIRE(version.has_value());
+TEST_CASE("cache key: NVRTC's build is exact, read from its file without loading it, and read once") {
   const std::string& build = nvrtc_build();
   CAPTURE(build);
-  CHECK_FALSE(build.empty());
-  CHECK(build.rfind(version->str() + " ", 0) == 0);   // "13.0 ..." and more than major.minor
-  CHECK(build.size() > version->str().size() + 1);
-  CHECK(&nvrtc_build() == &build);                     // one string per process
+  CHECK(&nvrtc_build() == &build);  // one string per process
+  // Why this order of checks: nvrtc_build must not have loaded NVRTC (it reads the file).
+  CHECK_FALSE(nvrtc_load_attempted());
 
-  // Both sources of the build, straight from NVRTC: its library's build ID and its PTX header.
+  // The file's build ID, and the same ID in the library once mapped (what the loader sees).
   const auto id = nvrtc_library_build_id();
-  REQUIRE(id.has_value());  // libkiln links libnvrtc.so: a shared library with a GNU build ID
+  REQUIRE(id.has_value());  // the toolkit's libnvrtc.so.13 carries a GNU build ID
   CHECK(id->size() >= 16);
   CHECK(id->find_first_not_of("0123456789abcdef") == std::string::npos);
-  CHECK(build == version->str() + " build-id " + *id);
+  CHECK(build == "build-id " + *id);
+  CHECK_FALSE(nvrtc_load_attempted());
+
+  const auto version = nvrtc_version();  // loads NVRTC
+  REQUIRE(version.has_value());
+  CHECK(nvrtc_load_attempted());
   const auto lines = nvrtc_ptx_build_lines();
   REQUIRE(lines.has_value());
   CAPTURE(*lines);
@@ -155,7 +155,6 @@ TEST_CASE("cache key: module_cache_key covers the NVRTC build and stays cheap af
   const CacheKey first = module_cache_key(*source, target, options);
 
   CacheKeyInputs inputs;
-  inputs.nvrtc = nvrtc_version().value_or(Version{});
   inputs.nvrtc_build = nvrtc_build();
   const std::string name = target.name();
   inputs.target = name;
@@ -165,7 +164,7 @@ TEST_CASE("cache key: module_cache_key covers the NVRTC build and stays cheap af
   inputs.source = source->text;
   inputs.headers = embedded_headers();
   CHECK(make_cache_key(inputs) == first);
-  const std::string major_minor = inputs.nvrtc.str();
+  const std::string major_minor = nvrtc_version().value_or(Version{}).str();
   inputs.nvrtc_build = major_minor;  // what version 1 keyed on
 
   CHECK(make_cache_key(inputs) != first);

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "jit/nvrtc.hpp"
+#include "jit/variants.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::cli {
@@ -44,6 +45,16 @@ nlohmann::json counters_json(const ServiceCounters& counters) {
           {"lock_timeouts", disk.lock_timeouts}, {"evictions", disk.evictions},
           {"load_refused", memory.load_refused}, {"store_failures", disk.store_failures},
           {"failures", memory.failures}};
+}
+
+std::vector<const KernelSource*> variant_manifest_sources(const std::string& path) {
+  std::vector<const KernelSource*> sources;
+  try {
+    for (const Variant& variant : read_variant_manifest(path)) sources.push_back(&variant_source(variant));
+  } catch (const Error& error) {
+    throw CLI::ValidationError("--variants", error.what());
+  }
+  return sources;
 }
 
 }  // namespace kiln::cli

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "driver/cuda_backend.hpp"
+#include "jit/registry.hpp"
 #include "jit/target_select.hpp"
 #include "kiln/service.hpp"
 
@@ -56,5 +57,10 @@ void parallel_for(std::size_t count, unsigned threads, const std::function<void(
 /// This process's counters as one JSON object (`kiln warm --json`, `kiln info --json`): the memory
 /// caches' (summed over the services the command used) and the disk cache's.
 nlohmann::json counters_json(const ServiceCounters& counters);
+
+/// The modules of a variant manifest's variants (jit/variants.hpp: one per line, a canonical name or
+/// `family name=value ...`), for `warm --variants` and `pack --variants`. A file that cannot be read
+/// or a bad line is a usage error (CLI::ValidationError) naming the file and line; nothing is compiled.
+std::vector<const KernelSource*> variant_manifest_sources(const std::string& path);
 
 }  // namespace kiln::cli

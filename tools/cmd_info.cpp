@@ -15,6 +15,7 @@
 #include "driver/cuda_backend.hpp"
 #include "jit/compiler.hpp"
 #include "jit/nvrtc.hpp"
+#include "info_deploy.hpp"
 #include "jit/registry.hpp"
 #include "kiln/ops/fp8_act_quant_floor.hpp"
 #include "kiln/version.hpp"
@@ -66,8 +67,10 @@ TargetChoice default_target_choice_or(const DeviceInfo& device, std::optional<Ve
 }
 
 nlohmann::json info_json() {
-  const auto nvrtc = nvrtc_version();
-  const auto archs = nvrtc_supported_archs();
+  // Why not asked with KILN_JIT=off or no NVRTC: asking loads NVRTC, which such a process never does.
+  const bool ask_nvrtc = !compiler_not_asked();
+  const auto nvrtc = ask_nvrtc ? nvrtc_version() : std::nullopt;
+  const auto archs = ask_nvrtc ? nvrtc_supported_archs() : std::vector<int>{};
   const ArchSetting arch = arch_setting(archs);
   const DriverStatus driver = driver_status();
   auto devices = nlohmann::json::array();
@@ -113,6 +116,8 @@ nlohmann::json info_json() {
        {{"KILN_FP8_ACT_QUANT_HOPPER", ops::fp8_act_quant_hopper_enabled()}, {"KILN_LINEINFO", lineinfo_from_env()},
         {"KILN_ARCH", arch.target ? arch.target->name() : env_value("KILN_ARCH").value_or("")}}},
       {"counters", counters_json(ServiceCounters{memory, cache->counters()})},
+      {"nvrtc_found", nvrtc_found_json()},
+      {"cache_path", cache_path_json()},
       {"problems", problems},
   };
 }
@@ -121,7 +126,10 @@ void print_info(const nlohmann::json& info) {
   std::printf("kiln %s\n", info["kiln"].get<std::string>().c_str());
   std::string archs;
   for (int arch : info["nvrtc"]["archs"]) archs += (archs.empty() ? "" : " ") + std::to_string(arch);
-  std::printf("NVRTC %s, archs: %s\n", info["nvrtc"]["version"].get<std::string>().c_str(), archs.c_str());
+  if (info["nvrtc_found"]["loaded"].get<bool>() || info["nvrtc"]["version"] != "none")
+    std::printf("NVRTC %s, archs: %s\n", info["nvrtc"]["version"].get<std::string>().c_str(), archs.c_str());
+  else
+    std::printf("NVRTC not loaded (see below)\n");
   if (info["driver"]["available"].get<bool>())
     std::printf("driver: CUDA %s\n", info["driver"]["version"].get<std::string>().c_str());
   else
@@ -149,6 +157,9 @@ void print_info(const nlohmann::json& info) {
   std::printf("disk cache: %s %s%s%s\n", cache["mode"].get<std::string>().c_str(), cache["dir"].get<std::string>().c_str(),
               cache["reason"].get<std::string>().empty() ? "" : ": ", cache["reason"].get<std::string>().c_str());
   std::printf("embedded modules: %zu\n", info["modules"].get<std::size_t>());
+  print_deploy_info(info, !info["devices"].empty() && !info["devices"][0]["target"].is_null()
+                              ? info["devices"][0]["target"].get<std::string>()
+                              : info["default_target"].is_null() ? std::string() : info["default_target"].get<std::string>());
   const auto& levers = info["levers"];
   std::printf("levers: KILN_FP8_ACT_QUANT_HOPPER=%d KILN_LINEINFO=%d KILN_ARCH=%s\n",
               levers["KILN_FP8_ACT_QUANT_HOPPER"].get<bool>() ? 1 : 0, levers["KILN_LINEINFO"].get<bool>() ? 1 : 0,

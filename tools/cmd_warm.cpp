@@ -3,12 +3,10 @@
 // module ends up in the cache folder, so an image build cannot ship a cold cache unnoticed.
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,9 +15,10 @@
 #include "cache/module_provider.hpp"
 #include "cache/prefetch.hpp"
 #include "cli_common.hpp"
+#include "cli_progress.hpp"
+#include "cli_workers.hpp"
 #include "commands.hpp"
 #include "jit/compiler.hpp"
-#include "jit/variants.hpp"
 #include "kiln/service.hpp"
 
 namespace kiln::cli {
@@ -29,7 +28,7 @@ namespace {
 struct WarmArgs {
   std::string arch = "auto";
   std::string variants;  ///< a variant manifest (jit/variants.hpp); empty: the embedded modules only
-  unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
+  unsigned jobs = default_jobs();
   bool json = false;
 };
 
@@ -52,9 +51,8 @@ struct WarmReport {
 };
 
 void print_report(const WarmArgs& args, const WarmReport& report, const DiskCache& disk,
-                  const ModuleCacheCounters& memory) {
+                  const ModuleCacheCounters& memory, const DiskCacheCounters& counters) {
   const auto status = disk.status();
-  const auto counters = disk.counters();
   if (args.json) {
     nlohmann::json out = counters_json(ServiceCounters{memory, counters});
     out["modules"] = report.modules;
@@ -74,17 +72,8 @@ void print_report(const WarmArgs& args, const WarmReport& report, const DiskCach
 }
 
 void run(const WarmArgs& args) {
-  std::vector<const KernelSource*> variants;
-  if (!args.variants.empty()) {
-    try {
-      for (const Variant& variant : read_variant_manifest(args.variants)) variants.push_back(&variant_source(variant));
-    } catch (const Error& error) {
-      // Why a usage error: the manifest is part of the command line's input; nothing was compiled.
-      std::fprintf(stderr, "kiln warm: --variants: %s\n", error.what());
-      set_exit_code(EXIT_USAGE);
-      return;
-    }
-  }
+  const std::vector<const KernelSource*> variants =
+      args.variants.empty() ? std::vector<const KernelSource*>{} : variant_manifest_sources(args.variants);
   std::vector<WarmJob> jobs;
   for (const auto& target : requested_targets(args.arch)) {
     for (const KernelSource* source : carried_modules(target)) jobs.push_back(WarmJob{source, target, false, 0, {}});
@@ -102,19 +91,24 @@ void run(const WarmArgs& args) {
     report.problem = "nothing can be kept: the disk cache is " + std::string(to_string(status.mode)) +
                      (status.dir.empty() ? "" : " at '" + status.dir + "'") + " (" + status.reason +
                      "); no module compiled";
-    print_report(args, report, *disk, ModuleCacheCounters{});
+    print_report(args, report, *disk, ModuleCacheCounters{}, disk->counters());
     set_exit_code(EXIT_FAILED);
     return;
   }
 
   const Compiler compiler;
   const ModuleProvider provider = make_module_provider(disk, compiler);
-  const bool progress = !args.json && ::isatty(STDERR_FILENO);
-  std::atomic<std::size_t> done{0};
-  std::mutex print;
   const auto start = std::chrono::steady_clock::now();
+  Progress progress("kiln warm", jobs.size(), !args.json);
+  std::vector<WorkItem> work;
+  for (const auto& job : jobs) work.emplace_back(job.source, job.target);
+  // Why a silent second pass after the workers: the parent then only reads what they published.
+  WorkerTotals totals;
+  const bool workers = compile_in_processes(work, args.jobs, progress, totals);
+  Progress collecting("kiln warm", jobs.size(), !args.json && !workers);
   parallel_for(jobs.size(), args.jobs, [&](std::size_t i) {
     auto& job = jobs[i];
+    collecting.start(job.source->module, job.target.name());
     try {
       const ProvidedModule provided = provider.provide(*job.source, job.target);
       job.from_disk = provided.from_disk;
@@ -122,19 +116,29 @@ void run(const WarmArgs& args) {
     } catch (const std::exception& e) {
       job.error = e.what();
     }
-    const std::size_t finished = ++done;
-    if (progress) {
-      const std::lock_guard<std::mutex> lock(print);
-      std::fprintf(stderr, "\r[%zu/%zu] %s %s%s\033[K", finished, jobs.size(), job.source->module.c_str(),
-                   job.target.name().c_str(), job.error.empty() ? (job.from_disk ? " (cached)" : "") : " FAILED");
-    }
+    collecting.finish(job.from_disk, !job.error.empty());
   });
-  if (progress) std::fprintf(stderr, "\n");
+  progress.end();
+  collecting.end();
   report.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
   // Why the memory counters are gathered here: warm loads nothing, so no ModuleCache counts its
   // compiles; without this, `compile_ms` read 0 after any number of compiles.
   ModuleCacheCounters memory;
+  DiskCacheCounters counters = disk->counters();
+  if (workers) {
+    // Why: the workers compiled and healed; this process only read back what they published,
+    // which is bookkeeping, not a hit to report.
+    std::uint64_t read_back = 0;
+    for (const auto& job : jobs) read_back += job.from_disk ? 1 : 0;
+    counters.disk_hits -= std::min(counters.disk_hits, read_back);
+#define KILN_ADD(name) counters.name += totals.disk.name;
+    KILN_ADD(disk_hits) KILN_ADD(disk_misses) KILN_ADD(compiles) KILN_ADD(corrupt_healed) KILN_ADD(rejected)
+    KILN_ADD(lock_waits) KILN_ADD(lock_timeouts) KILN_ADD(lock_failures) KILN_ADD(evictions) KILN_ADD(store_failures)
+#undef KILN_ADD
+    memory.compiles += totals.disk.compiles;
+    memory.compile_ms += totals.compile_ms;
+  }
   std::vector<std::string> missing;
   for (const auto& job : jobs) {
     if (!job.error.empty()) {
@@ -161,10 +165,10 @@ void run(const WarmArgs& args) {
     for (const auto& name : missing) names += (names.empty() ? "" : ", ") + name;
     report.problem = std::to_string(missing.size()) + " of " + std::to_string(jobs.size()) +
                      " modules are not in the cache at '" + status.dir + "' (" +
-                     std::to_string(disk->counters().store_failures) + " stores failed, " +
-                     std::to_string(disk->counters().evictions) + " evicted): " + names;
+                     std::to_string(counters.store_failures) + " stores failed, " +
+                     std::to_string(counters.evictions) + " evicted): " + names;
   }
-  print_report(args, report, *disk, memory);
+  print_report(args, report, *disk, memory, counters);
   if (report.failed != 0 || !missing.empty()) set_exit_code(EXIT_FAILED);
 }
 
@@ -178,7 +182,7 @@ void add_warm_command(CLI::App& app) {
                   "Also compile the variants this manifest lists (one per line: a name from `kiln list --variants`, "
                   "or 'family name=value ...')")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--jobs", args->jobs, "Compiles in parallel (default: the CPU count)")->transform(integer_in(1, 256));
+  cmd->add_option("--jobs", args->jobs, "Compiles at once, in separate processes (default: the CPU count)")->transform(integer_in(1, 256));
   cmd->add_flag("--json", args->json, "End with this process's counters as one JSON object");
   cmd->callback([args] { run(*args); });
 }

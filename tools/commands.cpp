@@ -1,5 +1,7 @@
 #include "commands.hpp"
 
+#include "cli_workers.hpp"
+
 namespace kiln::cli {
 
 namespace {
@@ -18,6 +20,8 @@ void add_all_commands(CLI::App& app) {
   add_dump_command(app);
   add_compile_command(app);
   add_cache_command(app);
+  add_pack_command(app);
+  add_worker_command(app);
 #ifdef KILN_BENCH
   add_bench_command(app);
 #endif

@@ -15,6 +15,7 @@ void add_selftest_command(CLI::App& app);
 void add_dump_command(CLI::App& app);
 void add_compile_command(CLI::App& app);
 void add_cache_command(CLI::App& app);
+void add_pack_command(CLI::App& app);
 /// `kiln bench` and its hidden `bench-child` (tools/cmd_bench.cpp; built unless -Dbench=false).
 void add_bench_command(CLI::App& app);
 

@@ -45,7 +45,7 @@ CompiledModule synthetic_module(const Target& target, std::uint32_t seed) {
 
 CacheKey synthetic_key(const CompiledModule& module, std::uint32_t seed) {
   CacheKeyInputs inputs;
-  inputs.nvrtc = Version{13, 0};
+  inputs.nvrtc_build = "build-id synthetic";
   const std::string target = module.target.name();
   inputs.target = target;
   inputs.options = module.options;

@@ -86,8 +86,6 @@ CacheKey make_cache_key(const CacheKeyInputs& inputs) {
   KeyHasher hash;
   hash.text("kiln cache key");
   hash.u64(inputs.format_version);
-  hash.u64(static_cast<std::uint64_t>(inputs.nvrtc.major));
-  hash.u64(static_cast<std::uint64_t>(inputs.nvrtc.minor));
   hash.text(inputs.nvrtc_build);
   hash.text(inputs.target);
   // Why: a fixed number, not to_string(kind), so renaming the enum's spelling cannot move keys.

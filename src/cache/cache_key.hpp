@@ -19,14 +19,16 @@ namespace kiln {
 /// old entries stop matching instead of being misread (the golden-key test notices an encoding
 /// change that forgot to).
 /// 2: the key names NVRTC's exact build (CacheKeyInputs::nvrtc_build), not only major.minor.
-inline constexpr std::uint32_t cache_format_version = 2;
+/// 3: NVRTC is named by its build alone ("build-id <hex>", read from the library file without
+///    loading it), no longer by nvrtcVersion's major.minor, which needs NVRTC loaded.
+inline constexpr std::uint32_t cache_format_version = 3;
 
 /// Everything a compile depends on. Views must stay valid for the duration of make_cache_key.
 struct CacheKeyInputs {
   std::uint32_t format_version = cache_format_version;
-  Version nvrtc;                          ///< NVRTC that compiles, e.g. {13, 0}
-  /// Its exact build (nvrtc_build(), e.g. "13.0 build-id 65be0db3..."): two patch releases of
-  /// NVRTC 13.0 share `nvrtc` but may emit different code, so they must not share entries.
+  /// The exact NVRTC build that compiles (nvrtc_build(), e.g. "build-id 65be0db3..."): two patch
+  /// releases of NVRTC 13.0 share nvrtcVersion's answer but may emit different code, so they must
+  /// not share entries. No path, user or time: a bundle made on one machine hits on another.
   std::string_view nvrtc_build;
   std::string_view target;                ///< Target::name(), e.g. "sm_90a"
   OutputKind kind = OutputKind::cubin;    ///< CUBIN or PTX

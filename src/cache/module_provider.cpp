@@ -1,19 +1,26 @@
 #include "cache/module_provider.hpp"
 
+#include "cache/cache_layer.hpp"
+#include "cache/cache_path.hpp"
 #include "cache/disk/disk_cache.hpp"
 #include "jit/compiler.hpp"
 #include "jit/dump.hpp"
 #include "jit/nvrtc.hpp"
+#include "jit/nvrtc_api.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln {
 
 CacheKey module_cache_key(const KernelSource& source, const Target& target, const std::vector<std::string>& options) {
-  static const Version nvrtc = nvrtc_version().value_or(Version{});
   // Why a reference to a static: nvrtc_build() works out the build once; every later key only hashes it.
   static const std::string& build = nvrtc_build();
+  return module_cache_key(source, target, options, build);
+}
+
+CacheKey module_cache_key(const KernelSource& source, const Target& target, const std::vector<std::string>& options,
+                          std::string_view nvrtc_build) {
   CacheKeyInputs inputs;
-  inputs.nvrtc = nvrtc;
-  inputs.nvrtc_build = build;
+  inputs.nvrtc_build = nvrtc_build;
   const std::string target_name = target.name();
   inputs.target = target_name;
   inputs.kind = target.kind;
@@ -24,10 +31,54 @@ CacheKey module_cache_key(const KernelSource& source, const Target& target, cons
   return make_cache_key(inputs);
 }
 
-ModuleProvider make_module_provider(std::shared_ptr<DiskCache> disk, Compiler compiler) {
+namespace {
+
+/// Where a module was looked for, for the reason of a miss.
+std::string searched(const std::vector<std::shared_ptr<CacheLayer>>& layers, const DiskCache& disk) {
+  std::string out;
+  for (const auto& layer : layers) out += (out.empty() ? "" : ", ") + layer->report().path;
+  const DiskCacheStatus status = disk.status();
+  if (status.mode == DiskCacheMode::read_write) out += (out.empty() ? "" : ", ") + status.dir;
+  return out.empty() ? "no cache layer" : out;
+}
+
+}  // namespace
+
+ModuleProvider make_module_provider(std::shared_ptr<DiskCache> disk, Compiler compiler,
+                                    std::vector<std::shared_ptr<CacheLayer>> layers) {
   ModuleProvider provider;
-  provider.provide = [disk, compiler](const KernelSource& source, const Target& target) {
-    const CacheKey key = module_cache_key(source, target, compiler.options(target));
+  provider.provide = [disk, compiler, layers](const KernelSource& source, const Target& target) {
+    const std::vector<std::string> options = compiler.options(target);
+    const std::string& own_build = nvrtc_build();
+    const CacheKey key = module_cache_key(source, target, options, own_build);
+    for (const auto& layer : layers) {
+      // Why the layer's own build only without an NVRTC: with one, its build decides what matches,
+      // so a bundle from another NVRTC misses by key and is never loaded.
+      std::optional<CompiledModule> found;
+      if (!own_build.empty()) {
+        found = layer->find(key, source.module, target);
+      } else if (const std::string recorded = layer->recorded_nvrtc_build(); !recorded.empty()) {
+        found = layer->find(module_cache_key(source, target, options, recorded), source.module, target);
+      }
+      if (found) {
+        dump_if_requested(*found, source);
+        return ProvidedModule{std::move(*found), true};
+      }
+    }
+    const std::string what = "module '" + source.module + "' for " + target.name();
+    if (!jit_enabled() || own_build.empty()) {
+      if (!own_build.empty())
+        if (auto found = disk->load(key, source.module, target)) {
+          dump_if_requested(*found, source);
+          return ProvidedModule{std::move(*found), true};
+        }
+      if (!jit_enabled())
+        throw_error("KILN_JIT=off: " + what + " is in no cache layer (searched: " + searched(layers, *disk) +
+                        "); pack it with `kiln pack --arch " + target.name() + "` or allow compiling (KILN_JIT=on)",
+                    {"KILN_JIT", source.module, target.name(), options, {}});
+      throw_error(what + " is in no bundle, and there is no NVRTC to compile it (" + nvrtc_absence() + ")",
+                  {"nvrtc_api", source.module, target.name(), options, {}});
+    }
     CacheResult result = disk->load_or_compile(key, source.module, target, [&] { return compiler.compile(source, target); });
     const bool from_disk = result.outcome == CacheOutcome::hit || result.outcome == CacheOutcome::hit_after_wait;
     // Why: the compiler dumps what it compiles; a disk hit is dumped here so KILN_DUMP_DIR shows
@@ -42,7 +93,7 @@ ModuleProvider make_module_provider(std::shared_ptr<DiskCache> disk, Compiler co
 }
 
 std::shared_ptr<DiskCache> process_disk_cache() {
-  static const std::shared_ptr<DiskCache> cache = std::make_shared<DiskCache>(DiskCacheConfig::from_env(nvrtc_version()));
+  static const std::shared_ptr<DiskCache> cache = std::make_shared<DiskCache>(process_cache_path().writable);
   return cache;
 }
 

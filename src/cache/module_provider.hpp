@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cache/cache_key.hpp"
@@ -15,6 +16,7 @@
 
 namespace kiln {
 
+class CacheLayer;
 class Compiler;
 class DiskCache;
 
@@ -37,15 +39,26 @@ struct ModuleProvider {
   std::function<void(const KernelSource& source, const CompiledModule& module)> evict;
 };
 
-/// The ModuleProvider kiln uses: `disk` (may be disabled) in front of `compiler`. Keys come from
-/// the linked NVRTC's version and exact build (nvrtc_build), the target, the compiler's options, the module and every embedded
-/// header. Modules read from disk are dumped too when `KILN_DUMP_DIR` is set.
-ModuleProvider make_module_provider(std::shared_ptr<DiskCache> disk, Compiler compiler);
+/// The ModuleProvider kiln uses: the read-only `layers` (bundles and folders of KILN_CACHE_PATH, in
+/// order), then `disk` (may be disabled), then `compiler` unless `KILN_JIT=off`. Keys come from
+/// NVRTC's exact build (nvrtc_build, read without loading NVRTC), the target, the compiler's options,
+/// the module and every embedded header; with no NVRTC at all, a bundle is matched with the build
+/// it records (so a bundle made by another NVRTC is refused by key whenever an NVRTC is present).
+/// A module in no layer with `KILN_JIT=off`, or with no NVRTC, throws kiln::Error naming the module,
+/// the target and what was searched (call "KILN_JIT" or "nvrtc_api": a lasting failure).
+/// Modules read from a layer or disk are dumped too when `KILN_DUMP_DIR` is set.
+ModuleProvider make_module_provider(std::shared_ptr<DiskCache> disk, Compiler compiler,
+                                    std::vector<std::shared_ptr<CacheLayer>> layers = {});
 
-/// The cache key of `source` compiled for `target` with `options` by the linked NVRTC.
+/// The cache key of `source` compiled for `target` with `options` by the process's NVRTC (nvrtc_build(),
+/// read without loading it).
 CacheKey module_cache_key(const KernelSource& source, const Target& target, const std::vector<std::string>& options);
+/// The same by the NVRTC build `nvrtc_build` (a bundle's, when this process has no NVRTC).
+CacheKey module_cache_key(const KernelSource& source, const Target& target, const std::vector<std::string>& options,
+                          std::string_view nvrtc_build);
 
-/// The process's disk cache, configured from the environment on first use. Thread-safe.
+/// The process's disk cache, configured from the environment on first use (the writable folder of
+/// KILN_CACHE_PATH, else KILN_CACHE_DIR or the default; cache_path.hpp). Thread-safe.
 std::shared_ptr<DiskCache> process_disk_cache();
 
 }  // namespace kiln

@@ -32,6 +32,7 @@ DriverStatus driver_status(const driver::DriverApi& api) {
 
 TargetChoice default_target_choice(const DeviceInfo& device, std::optional<Version> driver) {
   if (auto forced = target_override_from_env()) return TargetChoice{forced, "KILN_ARCH=" + forced->name()};
+  if (auto why = compiler_not_asked()) return select_target_without_compiler(device.cc, *why);
   return select_target(TargetInputs{device.cc, nvrtc_supported_archs(), nvrtc_version(), driver});
 }
 

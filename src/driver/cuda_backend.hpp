@@ -44,7 +44,8 @@ DriverStatus driver_status(const driver::DriverApi& api);
 using TargetChooser = std::function<TargetChoice(const DeviceInfo& device, std::optional<Version> driver)>;
 
 /// kiln's rule: `KILN_ARCH` when set (target_override_from_env, which throws on a bad value), else
-/// select_target over the device's compute capability, the linked NVRTC and `driver`.
+/// select_target over the device's compute capability, NVRTC and `driver`; with KILN_JIT=off or no
+/// NVRTC (and NVRTC not loaded), select_target_without_compiler, so NVRTC is never loaded for it.
 TargetChoice default_target_choice(const DeviceInfo& device, std::optional<Version> driver);
 
 class CudaBackend final : public GpuBackend {

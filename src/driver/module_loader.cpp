@@ -27,11 +27,13 @@ bool is_bad_image(CUresult result) {
 }
 
 // Why these: NVRTC gives the same errors for the same source, and an image without an entry stays
-// so; anything else (memory, I/O, a device that comes back) may pass next time.
+// so; a module in no cache layer with KILN_JIT=off, or with no NVRTC to compile it (both fixed for
+// the process), stays missing; anything else (memory, I/O, a device that comes back) may pass next time.
 bool is_permanent(const std::exception& error) {
   const auto* kiln_error = dynamic_cast<const Error*>(&error);
-  return kiln_error != nullptr &&
-         (kiln_error->context().call == "nvrtcCompileProgram" || kiln_error->context().call == "cuModuleGetFunction");
+  if (kiln_error == nullptr) return false;
+  const std::string& call = kiln_error->context().call;
+  return call == "nvrtcCompileProgram" || call == "cuModuleGetFunction" || call == "KILN_JIT" || call == "nvrtc_api";
 }
 
 std::string describe(const std::exception& error) {

@@ -7,8 +7,6 @@
 // ScopedCLocale.
 #include "jit/compiler.hpp"
 
-#include <nvrtc.h>
-
 #include <chrono>
 
 #include "base/env.hpp"
@@ -16,6 +14,7 @@
 #include "c_locale.hpp"
 #include "jit/compile_log.hpp"
 #include "jit/dump.hpp"
+#include "jit/nvrtc_api.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln {
@@ -23,6 +22,7 @@ namespace kiln {
 namespace {
 
 struct CompileScope {
+  const NvrtcApi& api;
   const KernelSource& source;
   const Target& target;
   const std::vector<std::string>& options;
@@ -35,14 +35,14 @@ struct CompileScope {
 void check(nvrtcResult result, const char* call, const CompileScope& scope) {
   if (result == NVRTC_SUCCESS) return;
   throw_error(std::string(call) + " failed for module '" + scope.source.module + "' (" + scope.target.name() +
-                  "): " + nvrtcGetErrorString(result),
+                  "): " + scope.api.error_text(result),
               scope.context(call));
 }
 
 /// Owns one nvrtcProgram.
 class Program {
  public:
-  explicit Program(const CompileScope& scope) {
+  explicit Program(const CompileScope& scope) : api_(scope.api) {
     const auto& headers = embedded_headers();
     std::vector<const char*> texts, names;
     // Why copies: NVRTC takes NUL-terminated strings and the embedded views promise no terminator.
@@ -55,14 +55,14 @@ class Program {
     }
     const std::string text(scope.source.text);
     const std::string name = scope.source.module + ".cu";
-    check(nvrtcCreateProgram(&program_, text.c_str(), name.c_str(), static_cast<int>(texts.size()), texts.data(),
+    check(api_.nvrtcCreateProgram(&program_, text.c_str(), name.c_str(), static_cast<int>(texts.size()), texts.data(),
                              names.data()),
           "nvrtcCreateProgram", scope);
   }
   ~Program() {
     if (program_ == nullptr) return;
-    if (const nvrtcResult result = nvrtcDestroyProgram(&program_); result != NVRTC_SUCCESS)
-      logger().warn("nvrtcDestroyProgram failed: {}", nvrtcGetErrorString(result));
+    if (const nvrtcResult result = api_.nvrtcDestroyProgram(&program_); result != NVRTC_SUCCESS)
+      logger().warn("nvrtcDestroyProgram failed: {}", api_.error_text(result));
   }
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
@@ -70,6 +70,7 @@ class Program {
   nvrtcProgram get() const { return program_; }
 
  private:
+  const NvrtcApi& api_;
   nvrtcProgram program_ = nullptr;
 };
 
@@ -97,7 +98,7 @@ std::vector<SourceText> source_texts(const KernelSource& source, const std::stri
 
 [[noreturn]] void throw_compile_error(nvrtcResult result, std::string log, const CompileScope& scope) {
   std::string message = "module '" + scope.source.module + "' does not compile for " + scope.target.name() + " (" +
-                        nvrtcGetErrorString(result) + ")\n";
+                        scope.api.error_text(result) + ")\n";
   message += format_compile_log(log, source_texts(scope.source, scope.source.module + ".cu"));
   message += "NVRTC options:";
   for (const auto& option : scope.options) message += " " + option;
@@ -120,7 +121,8 @@ CompiledModule compile_module(const KernelSource& source, const Target& target,
     throw_error("module '" + source.module + "' is of family '" + source.family + "', which " + target.name() +
                     " does not carry (hopper modules build only for sm_90/sm_90a)",
                 {"compile_module", source.module, target.name(), options, {}});
-  const CompileScope scope{source, target, options};
+  const NvrtcApi& api = require_nvrtc("compiling module '" + source.module + "' for " + target.name());
+  const CompileScope scope{api, source, target, options};
   const detail::ScopedCLocale c_locale;
 
   const Program program(scope);
@@ -128,8 +130,8 @@ CompiledModule compile_module(const KernelSource& source, const Target& target,
   for (const auto& option : options) argv.push_back(option.c_str());
 
   const auto start = std::chrono::steady_clock::now();
-  const nvrtcResult compiled = nvrtcCompileProgram(program.get(), static_cast<int>(argv.size()), argv.data());
-  std::string log = strip_nul(fetch<std::string>(program.get(), nvrtcGetProgramLogSize, nvrtcGetProgramLog,
+  const nvrtcResult compiled = api.nvrtcCompileProgram(program.get(), static_cast<int>(argv.size()), argv.data());
+  std::string log = strip_nul(fetch<std::string>(program.get(), api.nvrtcGetProgramLogSize, api.nvrtcGetProgramLog,
                                                  "nvrtcGetProgramLogSize", "nvrtcGetProgramLog", scope));
   if (compiled != NVRTC_SUCCESS) throw_compile_error(compiled, std::move(log), scope);
 
@@ -137,10 +139,10 @@ CompiledModule compile_module(const KernelSource& source, const Target& target,
   module.module = source.module;
   module.target = target;
   module.options = options;
-  module.ptx = strip_nul(fetch<std::string>(program.get(), nvrtcGetPTXSize, nvrtcGetPTX, "nvrtcGetPTXSize",
+  module.ptx = strip_nul(fetch<std::string>(program.get(), api.nvrtcGetPTXSize, api.nvrtcGetPTX, "nvrtcGetPTXSize",
                                             "nvrtcGetPTX", scope));
   if (target.kind == OutputKind::cubin)
-    module.cubin = fetch<std::vector<std::uint8_t>>(program.get(), nvrtcGetCUBINSize, nvrtcGetCUBIN,
+    module.cubin = fetch<std::vector<std::uint8_t>>(program.get(), api.nvrtcGetCUBINSize, api.nvrtcGetCUBIN,
                                                     "nvrtcGetCUBINSize", "nvrtcGetCUBIN", scope);
   module.log = std::move(log);
   module.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

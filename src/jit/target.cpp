@@ -133,6 +133,14 @@ TargetChoice select_target(const TargetInputs& in) {
   return {ptx, fallback + " (driver " + in.driver->str() + ")"};
 }
 
+TargetChoice select_target_without_compiler(ComputeCapability device, const std::string& why) {
+  if (device.major <= 0 || device.major > 99 || device.minor < 0 || device.minor > 9)
+    return {std::nullopt, "the device's compute capability " + cc_text(device) + " is not valid"};
+  const Target target = cubin_target(device.number());
+  return {target, why + ": exact-arch CUBIN " + target.name() + " from the cache layers (what kiln pack and kiln warm "
+                        "build for this device)"};
+}
+
 std::vector<Target> nvrtc_targets(const std::vector<int>& nvrtc_archs) {
   std::vector<int> archs = nvrtc_archs;
   std::sort(archs.begin(), archs.end());

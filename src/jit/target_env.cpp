@@ -2,6 +2,7 @@
 #include "base/env.hpp"
 #include "driver/cuda_backend.hpp"
 #include "jit/nvrtc.hpp"
+#include "jit/nvrtc_api.hpp"
 #include "jit/target_select.hpp"
 
 namespace kiln {
@@ -9,7 +10,16 @@ namespace kiln {
 std::optional<Target> target_override_from_env() {
   const auto text = env_value("KILN_ARCH");
   if (!text) return std::nullopt;
-  return parse_supported_target(*text, nvrtc_supported_archs(), "KILN_ARCH");
+  // Why unchecked without NVRTC: there is no arch list to check against, and loading NVRTC for it
+  // is what KILN_JIT=off promises not to do; a target no layer holds resolves to handle 0.
+  return parse_supported_target(*text, compiler_not_asked() ? std::vector<int>{} : nvrtc_supported_archs(), "KILN_ARCH");
+}
+
+std::optional<std::string> compiler_not_asked() {
+  if (nvrtc_load_attempted()) return std::nullopt;
+  if (!jit_enabled()) return std::string("KILN_JIT=off");
+  if (!nvrtc_location()) return "no NVRTC (" + nvrtc_absence() + ")";
+  return std::nullopt;
 }
 
 Target auto_target() {

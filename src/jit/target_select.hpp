@@ -44,6 +44,15 @@ struct TargetInputs {
 /// - No NVRTC, no archs, or a device older than every arch NVRTC knows: no target, with the reason.
 TargetChoice select_target(const TargetInputs& inputs);
 
+/// The target when no compiler will run (KILN_JIT=off, or no NVRTC): the exact-arch CUBIN that
+/// select_target gives a device NVRTC knows (`sm_90a` for 9.0), the only kind `kiln pack` and
+/// `kiln warm` store for a device; `why` opens the reason. Pure; no target for an invalid capability.
+TargetChoice select_target_without_compiler(ComputeCapability device, const std::string& why);
+
+/// Why target choice must not ask NVRTC (it would load it): KILN_JIT=off, or no NVRTC found, while
+/// NVRTC is not loaded yet; nothing when NVRTC may be asked. Reads the environment.
+std::optional<std::string> compiler_not_asked();
+
 /// The CUBIN target of every arch NVRTC knows (what `kiln dump --arch all` builds), ascending:
 /// `select_target` for a device of exactly that arch.
 std::vector<Target> nvrtc_targets(const std::vector<int>& nvrtc_archs);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "base/log.hpp"
+#include "jit/nvrtc.hpp"
 #include "cache_folder.hpp"
 #include "cache_names.hpp"
 #include "cache_scan.hpp"
@@ -151,7 +152,10 @@ void DiskCache::warn_store_failure(const std::string& what) {
 bool DiskCache::publish(const CacheKey& key, const CompiledModule& module) {
   if (mode_ != DiskCacheMode::read_write) return false;
   try {
-    const auto bytes = encode_entry(key, module, config_.nvrtc ? config_.nvrtc->str() : "unknown",
+    // Why the build when no version was given: the process cache is made before NVRTC is loaded
+    // (it may never be), and the build names NVRTC more exactly anyway.
+    const std::string nvrtc = config_.nvrtc ? config_.nvrtc->str() : nvrtc_build().empty() ? "unknown" : nvrtc_build();
+    const auto bytes = encode_entry(key, module, nvrtc,
                                     static_cast<std::int64_t>(std::time(nullptr)));
     if (bytes.size() > config_.max_bytes) {
       warn_store_failure("entry of " + std::to_string(bytes.size()) + " bytes is larger than the cache bound");

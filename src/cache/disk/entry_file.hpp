@@ -28,9 +28,10 @@ struct EntryRead {
 /// only a regular file owned by the effective user, reads it whole and decodes it against `key`.
 /// A file larger than `max_bytes` is too_large, not read (and never bad: bounds differ between
 /// processes). `touch_after_s` > 0: a good entry whose mtime is older than that
-/// many seconds gets its mtime set to now (shared LRU recency).
+/// many seconds gets its mtime set to now (shared LRU recency). `root_owned_ok`: a file owned by
+/// root is accepted too (read-only layers, e.g. a folder baked into an image).
 EntryRead read_entry_file(int dir_fd, const std::string& name, const CacheKey& key, std::uint64_t max_bytes,
-                          int touch_after_s);
+                          int touch_after_s, bool root_owned_ok = false);
 
 /// Deletes the bad entry `name`, but only if it is still the file `seen` described (a writer may
 /// have just renamed a good entry over it); a symlink is removed itself, never its target.

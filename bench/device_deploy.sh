@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# H200 proof of issue 19 (deploy without a compiler). From the repository root on the GPU machine,
+# with .carry/bin/kiln and .carry/lib (libkiln.so*, libspdlog, libfmt, libxxhash) carried:
+#  1. packs a bundle with NVRTC present (the toolkit's, or KILN_NVRTC_LIBRARY), lists and verifies it;
+#  2. moves it to another folder tree; from another working directory, with NVRTC hidden
+#     (KILN_NVRTC_LIBRARY pointing nowhere, no toolkit on LD_LIBRARY_PATH) and KILN_JIT=off,
+#     `kiln selftest` must quantize correctly from the bundle, and LD_DEBUG shows libnvrtc never opened;
+#  3. times 15 fresh processes each (alternating): start to both quantizer handles from the bundle
+#     vs a process doing only driver start-up (cuInit + primary context), via `kiln bench-child`.
+# Writes $OUT/deploy.log and $OUT/deploy.md (the table for bench/results/); prints the summary.
+set -uo pipefail
+root=$PWD
+export LD_LIBRARY_PATH=$root/.carry/lib
+K=$root/.carry/bin/kiln
+w=$(mktemp -d)
+log=$OUT/deploy.log
+step() { printf '\n### %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+{
+step env; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+step pack
+KILN_CACHE_DIR=$w/build-cache $K pack --arch sm_90a,sm_100a -o $w/kernels.kpack --jobs 4; echo "exit $?"
+$K pack --list $w/kernels.kpack; echo "exit $?"
+$K pack --verify $w/kernels.kpack; echo "exit $?"
+mkdir -p $w/image/opt/model $w/elsewhere && mv $w/kernels.kpack $w/image/opt/model/kernels.kpack
+hidden=(env -u KILN_CACHE_DIR KILN_NVRTC_LIBRARY=$w/no/libnvrtc.so.13 KILN_JIT=off
+        KILN_CACHE_PATH=$w/image/opt/model/kernels.kpack HOME=$w/elsewhere)
+step "info, NVRTC hidden, KILN_JIT=off"
+(cd $w/elsewhere && "${hidden[@]}" $K info); echo "exit $?"
+step "selftest, NVRTC hidden, KILN_JIT=off, from the moved bundle"
+(cd $w/elsewhere && "${hidden[@]}" LD_DEBUG=files LD_DEBUG_OUTPUT=$w/ld $K selftest); echo "exit $?"
+echo "libnvrtc opened by the selftest process: $(cat $w/ld.* 2>/dev/null | grep -c 'file=.*libnvrtc') times"
+step timing
+(cd $w/elsewhere && "${hidden[@]}" python3 - "$K" "$OUT/deploy.md" <<'PY'
+import json, statistics, subprocess, sys, time
+kiln, out = sys.argv[1], sys.argv[2]
+runs = {'driver': [], 'bundle': []}
+rows = {'driver': [], 'bundle': []}
+for i in range(15):
+    for name, mode in (('driver', 'driver'), ('bundle', 'jit')):
+        start = time.monotonic_ns()
+        done = subprocess.run([kiln, 'bench-child', '--mode', mode, '--spawned-at', str(start)],
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            sys.exit(f'{name} child failed: {done.stderr[-800:]}')
+        line = json.loads(done.stdout.strip().splitlines()[-1])
+        rows[name].append(line)
+        runs[name].append(line['spawn_to_ready_ms' if name == 'driver' else 'spawn_to_handles_ms'])
+b = rows['bundle']
+assert all(r['shared'] and r['twin'] and r['compiles'] == 0 for r in b), b
+d, k = statistics.median(runs['driver']), statistics.median(runs['bundle'])
+table = ['| process (fresh, NVRTC hidden, KILN_JIT=off, bundle via KILN_CACHE_PATH) | median ms | min | max |',
+         '| --- | --- | --- | --- |',
+         f'| driver only: start to primary context | {d:.1f} | {min(runs["driver"]):.1f} | {max(runs["driver"]):.1f} |',
+         f'| kiln: start to both quantizer handles from the bundle | {k:.1f} | {min(runs["bundle"]):.1f} | {max(runs["bundle"]):.1f} |',
+         f'| ratio | {k / d:.3f}x | | |',
+         '', f'15 runs each, alternating; compiles 0 in every kiln run; both handles loaded.']
+open(out, 'w').write('\n'.join(table) + '\n')
+print('\n'.join(table))
+PY
+); echo "exit $?"
+} > $log 2>&1
+grep -E "^###|exit|libnvrtc opened|OK|quantiz|ratio|median" $log
+cp $OUT/deploy.md /dev/stdout 2>/dev/null

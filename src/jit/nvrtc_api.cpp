@@ -1,0 +1,210 @@
+#include "jit/nvrtc_api.hpp"
+
+#include <dlfcn.h>
+#include <glob.h>
+
+#include <unistd.h>
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "base/env.hpp"
+#include "base/log.hpp"
+#include "kiln/error.hpp"
+
+#ifndef KILN_NVRTC_TOOLKIT_LIB
+#define KILN_NVRTC_TOOLKIT_LIB "/usr/local/cuda/lib64"
+#endif
+
+namespace kiln {
+
+namespace {
+
+// Why CUDA_VERSION: the headers kiln is built with name the NVRTC major whose ABI it calls.
+const std::string nvrtc_soname = "libnvrtc.so." + std::to_string(CUDA_VERSION / 1000);
+
+bool is_file(const std::string& path) { return ::access(path.c_str(), R_OK) == 0; }
+
+std::vector<std::string> split_path(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto end = std::min(text.find(':', start), text.size());
+    // Why skip empty elements: for the loader they mean the working directory, which must not
+    // decide which compiler runs.
+    if (end > start) out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+/// Folders the nvidia-cuda-nvrtc wheel installs into, for the Python running this process.
+std::vector<std::string> python_wheel_folders() {
+  // Why this symbol: it exists exactly when the process embeds (or is) a Python interpreter.
+  if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") == nullptr) return {};
+  std::vector<std::string> prefixes;
+  for (const char* name : {"VIRTUAL_ENV", "CONDA_PREFIX"})
+    if (auto value = env_value(name)) prefixes.push_back(*value);
+  char exe[4096];
+  if (const ssize_t size = ::readlink("/proc/self/exe", exe, sizeof exe - 1); size > 0) {
+    std::string path(exe, static_cast<std::size_t>(size));
+    for (int up = 0; up < 2 && path.rfind('/') != std::string::npos; ++up) path.erase(path.rfind('/'));
+    if (!path.empty()) prefixes.push_back(path);
+  }
+  if (auto home = env_value("HOME")) prefixes.push_back(*home + "/.local");  // pip install --user
+  std::vector<std::string> folders;
+  for (const auto& prefix : prefixes) {
+    // Why both: Debian's pip installs into dist-packages, every other Python into site-packages.
+    for (const char* packages : {"/lib/python3*/site-packages", "/lib/python3*/dist-packages",
+                                 "/local/lib/python3*/dist-packages"}) {
+      for (const char* lib : {"/nvidia/cuda_nvrtc/lib", "/nvidia/cu13/lib"}) {
+        const std::string pattern = prefix + packages + lib;
+        glob_t found{};
+        if (::glob(pattern.c_str(), 0, nullptr, &found) == 0)
+          for (std::size_t i = 0; i < found.gl_pathc; ++i) folders.emplace_back(found.gl_pathv[i]);
+        ::globfree(&found);
+      }
+    }
+  }
+  return folders;
+}
+
+NvrtcApi not_loaded(NvrtcApi api, std::string why) {
+  api.loaded = false;
+  api.load_error = std::move(why);
+  return api;
+}
+
+}  // namespace
+
+std::string NvrtcApi::error_text(nvrtcResult result) const {
+  const char* text = nvrtcGetErrorString != nullptr ? nvrtcGetErrorString(result) : nullptr;
+  return text != nullptr ? text : "NVRTC error " + std::to_string(static_cast<int>(result));
+}
+
+NvrtcApi resolve_nvrtc_api(const std::function<void*(const char* symbol)>& lookup, const std::string& library) {
+  NvrtcApi api;
+  api.path = library;
+#define KILN_NVRTC_RESOLVE(symbol)                                          \
+  api.symbol = reinterpret_cast<decltype(api.symbol)>(lookup(#symbol));     \
+  if (api.symbol == nullptr) return not_loaded(std::move(api), library + " lacks " #symbol ": not a usable NVRTC");
+  KILN_NVRTC_ENTRY_POINTS(KILN_NVRTC_RESOLVE)
+#undef KILN_NVRTC_RESOLVE
+  Version version;
+  if (const nvrtcResult result = api.nvrtcVersion(&version.major, &version.minor); result != NVRTC_SUCCESS)
+    return not_loaded(std::move(api), library + ": nvrtcVersion failed: " + api.error_text(result));
+  api.version = version;
+  api.loaded = true;
+  return api;
+}
+
+NvrtcApi load_nvrtc_api(const std::string& path) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    NvrtcApi api;
+    api.path = path;
+    const char* why = dlerror();
+    return not_loaded(std::move(api), "NVRTC (" + path + ") cannot be loaded: " + (why != nullptr ? why : "no reason given"));
+  }
+  std::shared_ptr<void> opened(handle, [](void* library) { dlclose(library); });
+  NvrtcApi api = resolve_nvrtc_api([handle](const char* symbol) { return dlsym(handle, symbol); }, path);
+  api.library = std::move(opened);
+  return api;
+}
+
+std::optional<NvrtcLocation> find_nvrtc(const NvrtcSearch& search, std::string* why_none) {
+  const auto none = [&](std::string why) -> std::optional<NvrtcLocation> {
+    if (why_none != nullptr) *why_none = std::move(why);
+    return std::nullopt;
+  };
+  if (search.override_library) {
+    const std::string& wanted = *search.override_library;
+    if (wanted.find('/') != std::string::npos) {
+      if (is_file(wanted)) return NvrtcLocation{wanted, "KILN_NVRTC_LIBRARY"};
+      return none("KILN_NVRTC_LIBRARY=" + wanted + " is not a readable file");
+    }
+    for (const auto& folder : search.library_path)
+      if (is_file(folder + "/" + wanted)) return NvrtcLocation{folder + "/" + wanted, "KILN_NVRTC_LIBRARY"};
+    return none("KILN_NVRTC_LIBRARY=" + wanted + " is in no folder of LD_LIBRARY_PATH");
+  }
+  if (!search.toolkit_library.empty() && is_file(search.toolkit_library))
+    return NvrtcLocation{search.toolkit_library, "toolkit"};
+  for (const auto& folder : search.library_path)
+    if (is_file(folder + "/" + search.soname)) return NvrtcLocation{folder + "/" + search.soname, "LD_LIBRARY_PATH"};
+  for (const auto& folder : search.python_folders)
+    if (is_file(folder + "/" + search.soname)) return NvrtcLocation{folder + "/" + search.soname, "python wheel"};
+  std::string tried = "no " + search.soname + " in the toolkit (" + search.toolkit_library + "), LD_LIBRARY_PATH";
+  tried += search.python_folders.empty() ? " (and not inside Python)" : " or the nvidia-cuda-nvrtc wheel";
+  return none(tried + "; set KILN_NVRTC_LIBRARY to its path");
+}
+
+NvrtcSearch process_nvrtc_search() {
+  NvrtcSearch search;
+  search.override_library = env_value("KILN_NVRTC_LIBRARY");
+  search.soname = nvrtc_soname;
+  search.toolkit_library = std::string(KILN_NVRTC_TOOLKIT_LIB) + "/" + nvrtc_soname;
+  if (auto path = env_value("LD_LIBRARY_PATH")) search.library_path = split_path(*path);
+  if (!search.override_library) search.python_folders = python_wheel_folders();
+  return search;
+}
+
+namespace {
+
+struct ProcessLocation {
+  std::optional<NvrtcLocation> location;
+  std::string absence;
+};
+
+const ProcessLocation& process_location() {
+  static const ProcessLocation found = [] {
+    ProcessLocation out;
+    out.location = find_nvrtc(process_nvrtc_search(), &out.absence);
+    if (out.location)
+      logger().debug("NVRTC: {} (from {})", out.location->path, out.location->source);
+    else
+      logger().debug("no NVRTC: {}", out.absence);
+    return out;
+  }();
+  return found;
+}
+
+std::atomic<bool> load_attempted{false};
+
+}  // namespace
+
+const std::optional<NvrtcLocation>& nvrtc_location() { return process_location().location; }
+const std::string& nvrtc_absence() { return process_location().absence; }
+
+const NvrtcApi& nvrtc_api() {
+  // Why never destroyed: compiles may still run on other threads while statics are torn down.
+  static const NvrtcApi* const process = [] {
+    load_attempted = true;
+    const auto& location = nvrtc_location();
+    if (!location) {
+      auto* api = new NvrtcApi();
+      api->load_error = "no NVRTC: " + nvrtc_absence();
+      return api;
+    }
+    auto* api = new NvrtcApi(load_nvrtc_api(location->path));
+    if (api->loaded)
+      logger().debug("NVRTC {} loaded from {}", api->version->str(), api->path);
+    else
+      logger().warn("{}", api->load_error);
+    return api;
+  }();
+  return *process;
+}
+
+bool nvrtc_load_attempted() noexcept { return load_attempted.load(); }
+
+const NvrtcApi& require_nvrtc(const std::string& what) {
+  const NvrtcApi& api = nvrtc_api();
+  if (!api.loaded) throw_error(what + " needs NVRTC: " + api.load_error, {"nvrtc_api", {}, {}, {}, {}});
+  return api;
+}
+
+bool jit_enabled() { return switch_lever("KILN_JIT", true); }
+
+}  // namespace kiln

@@ -1,0 +1,90 @@
+// A deployment without a compiler, in a process whose NVRTC is hidden (run by test_kiln_pack.py
+// with KILN_NVRTC_LIBRARY pointing nowhere and the toolkit off LD_LIBRARY_PATH, from another
+// working directory than the one the bundle was made in): both quantizer modules resolve from the
+// bundle named by KILN_TEST_BUNDLE, through the real provider and target choice, up to the
+// driver (the fake one, with a real driver's CUBIN arch check in front); NVRTC is never loaded.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "cache/bundle/bundle_file.hpp"
+#include "cache/disk/disk_cache.hpp"
+#include "cache/module_provider.hpp"
+#include "driver/cuda_backend.hpp"
+#include "fake_driver.hpp"
+#include "image_check.hpp"
+#include "jit/compiler.hpp"
+#include "jit/nvrtc.hpp"
+#include "jit/nvrtc_api.hpp"
+#include "kiln/error.hpp"
+#include "kiln/ops/fp8_act_quant.hpp"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+std::string bundle_path() {
+  const char* path = std::getenv("KILN_TEST_BUNDLE");
+  REQUIRE(path != nullptr);
+  return path;
+}
+
+bool nvrtc_mapped() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line))
+    if (line.find("libnvrtc") != std::string::npos) return true;
+  return false;
+}
+
+/// `api` must outlive the backend, which keeps a reference to it.
+std::unique_ptr<CudaBackend> backend_over(const driver::DriverApi& api, std::vector<std::shared_ptr<CacheLayer>> layers) {
+  auto provider = make_module_provider(std::make_shared<DiskCache>(DiskCacheConfig{}), Compiler(false), std::move(layers));
+  return std::make_unique<CudaBackend>(api, 0, std::move(provider), default_target_choice, false);
+}
+
+}  // namespace
+
+TEST_CASE("NVRTC hidden: both quantizer modules resolve from a bundle up to the driver, NVRTC never loaded") {
+  REQUIRE_FALSE(nvrtc_location().has_value());
+  CHECK(nvrtc_build().empty());
+  auto bundle = std::make_shared<bundle::BundleFile>(bundle_path(), nullptr);
+  REQUIRE(bundle->usable());
+  CHECK_FALSE(bundle->recorded_nvrtc_build().empty());
+
+  // The fake image the good CUBINs become must export both modules' entries: one image for all.
+  std::vector<std::string> entries;
+  for (const auto& source : embedded_modules()) entries.insert(entries.end(), source.entries.begin(), source.entries.end());
+  FakeDriver::instance().reset();
+  ImageCheck::device_arch = 90;
+  ImageCheck::exported = fake_cubin("bundle", entries);
+  const driver::DriverApi api = ImageCheck::api();
+  auto backend = backend_over(api, {bundle});
+  REQUIRE(backend->available());
+  REQUIRE(backend->target().has_value());
+  CHECK(backend->target()->name() == "sm_90a");
+  const auto quant = ops::Fp8ActQuant::resolve(*backend);
+  CHECK(quant.shared().loaded());
+  CHECK(quant.twin_present());
+  CHECK(FakeDriver::instance().loads() == 2);  // two real sm_90 CUBINs passed the arch check
+  CHECK(bundle->report().hits == 2);
+  CHECK_FALSE(nvrtc_load_attempted());
+  CHECK_FALSE(nvrtc_mapped());
+}
+
+TEST_CASE("NVRTC hidden: a module in no layer is unavailable with a reason naming it, the target and no NVRTC") {
+  const KernelSource* source = find_module(ops::FP8_QUANT_MODULE);
+  REQUIRE(source != nullptr);
+  const auto provider = make_module_provider(std::make_shared<DiskCache>(DiskCacheConfig{}), Compiler(false), {});
+  const Target sm90a{{9, 0}, true, OutputKind::cubin};
+  try {
+    provider.provide(*source, sm90a);
+    FAIL("provided without a layer or NVRTC");
+  } catch (const Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains(source->module) && Catch::Contains("sm_90a") && Catch::Contains("no NVRTC"));
+    CHECK(e.context().call == "nvrtc_api");
+  }
+  CHECK_FALSE(nvrtc_load_attempted());
+}

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""`kiln pack` end to end (real NVRTC, no GPU): packing twice gives identical bytes; --list and
+--verify; a corrupted and a truncated bundle fail --verify (exit 1, saying why) and are refused by a
+process that then carries on; usage errors exit 2; then the bundle is moved to another folder tree
+and used from another working directory by a process with NVRTC hidden (KILN_NVRTC_LIBRARY pointing
+nowhere, no toolkit on LD_LIBRARY_PATH), which resolves both quantizer modules up to the (fake)
+driver without loading NVRTC (test_deploy_no_nvrtc); with KILN_JIT=off and an empty path, `kiln
+info` reports no compile and the layer states.
+
+Usage: test_kiln_pack.py KILN_EXECUTABLE DEPLOY_TEST_EXECUTABLE
+"""
+import json
+import os
+import pathlib
+import pty
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+from checks import check, exit_status
+
+
+def run(args, env, cwd=None):
+    return subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=240)
+
+
+def main():
+    kiln, deploy_test = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix='kiln-pack-test-'))
+    try:
+        env = dict(os.environ, KILN_CACHE_DIR=str(tmp / 'cache'))
+        env.pop('KILN_CACHE_PATH', None)
+        env.pop('KILN_REMOTE_CACHE_KEY_FILE', None)
+        build = tmp / 'build'
+        build.mkdir()
+        first = run([kiln, 'pack', '--arch', 'sm_90a,sm_100a', '-o', 'a.kpack', '--jobs', '2', '--json'], env, cwd=build)
+        check(first.returncode == 0, 'pack exits 0', first.stderr[-500:])
+        report = json.loads(first.stdout) if first.returncode == 0 else {}
+        check(report.get('entries') == 3, f'3 entries: both modules for sm_90a, the shared one for sm_100a ({report})')
+        check(first.stderr.strip() == '', f'no progress when stderr is not a terminal ({first.stderr[-300:]!r})')
+        second = run([kiln, 'pack', '--arch', 'sm_90a,sm_100a', '-o', str(build / 'b.kpack')], env)
+        check(second.returncode == 0 and '3 entries' in second.stdout, 'pack again, from the caches', second.stdout + second.stderr)
+        a, b = (build / 'a.kpack').read_bytes(), (build / 'b.kpack').read_bytes()
+        check(a == b, f'packed twice: identical bytes ({len(a)} and {len(b)})')
+        check((build / 'a.kpack').stat().st_mode & 0o777 == 0o644, 'the bundle is mode 0644')
+
+        # On a terminal, one progress line (rewritten with \r); with --json, none.
+        for extra, shown in (([], True), (['--json'], False)):
+            leader, follower = pty.openpty()
+            done = subprocess.run([kiln, 'pack', '--arch', 'sm_90a', '-o', str(tmp / 'tty.kpack'), '--jobs', '1', *extra],
+                                  env=env, stdout=subprocess.PIPE, stderr=follower, timeout=240)
+            os.close(follower)
+            seen = b''
+            while select.select([leader], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            os.close(leader)
+            text = seen.decode(errors='replace')
+            check(done.returncode == 0 and (('[2/2]' in text and 'from caches' in text) == shown),
+                  f'progress on a terminal {"shown" if shown else "not shown with --json"}', repr(text[-300:]))
+
+        listed = run([kiln, 'pack', '--list', str(build / 'a.kpack'), '--json'], env)
+        info = json.loads(listed.stdout) if listed.returncode == 0 else {}
+        modules = sorted((e['module'], e['target']) for e in info.get('entries', []))
+        check(modules == [('fp8_act_quant_hopper', 'sm_90a'), ('per_token_group_quant_fp8', 'sm_100a'),
+                          ('per_token_group_quant_fp8', 'sm_90a')], f'--list shows what it holds ({modules})')
+        check(info.get('matches_this_nvrtc') is True and info.get('nvrtc', '').startswith('build-id '),
+              f'--list names the NVRTC build ({info.get("nvrtc")})')
+        verified = run([kiln, 'pack', '--verify', str(build / 'a.kpack')], env)
+        check(verified.returncode == 0 and 'OK, 3 entries verified' in verified.stdout, '--verify: OK', verified.stdout + verified.stderr)
+
+        corrupt, truncated = tmp / 'corrupt.kpack', tmp / 'truncated.kpack'
+        data = bytearray(a)
+        data[len(data) // 2] ^= 0x40
+        corrupt.write_bytes(bytes(data))
+        truncated.write_bytes(a[:len(a) - 100])
+        for path, why in ((corrupt, 'checksum mismatch'), (truncated, 'truncated')):
+            bad = run([kiln, 'pack', '--verify', str(path)], env)
+            check(bad.returncode == 1 and why in bad.stderr, f'--verify {path.name}: exit 1, says {why!r}',
+                  f'{bad.returncode} {bad.stderr[-300:]}')
+            used = run([kiln, 'info', '--json'], dict(env, KILN_CACHE_PATH=f'{path}:{build / "a.kpack"}'))
+            layers = json.loads(used.stdout)['cache_path']['layers'] if used.returncode == 0 else []
+            check(len(layers) == 2 and not layers[0]['usable'] and why in layers[0]['state'] and layers[1]['usable'],
+                  f'a process refuses {path.name} as a whole and carries on with the next layer', str(layers)[:400])
+            check('not used' in used.stderr and why in used.stderr, f'{path.name}: one warning naming why', used.stderr[-300:])
+
+        for args, what in (([kiln, 'pack', '--arch', 'sm_90a'], 'no -o'),
+                           ([kiln, 'pack', '-o', str(tmp / 'x.kpack')], 'no --arch'),
+                           ([kiln, 'pack', '--arch', 'sm_90a', '-o', str(tmp / 'x.kpack'), '--jobs', '0'], '--jobs 0'),
+                           ([kiln, 'pack', '--arch', 'sm_999', '-o', str(tmp / 'x.kpack')], 'unknown arch')):
+            done = run(args, env)
+            check(done.returncode == 2, f'pack {what}: usage error, exit 2 (got {done.returncode})', done.stderr[-300:])
+        variants = tmp / 'variants.txt'
+        variants.write_text('# the lead swaps in the manifest reader\nper_token_group_quant_fp8\nno_such_variant\n')
+        done = run([kiln, 'pack', '--arch', 'sm_90a', '--variants', str(variants), '-o', str(tmp / 'x.kpack')], env)
+        check(done.returncode == 2 and 'variants.txt:3' in done.stderr and 'no_such_variant' in done.stderr,
+              '--variants: an unknown name is a usage error naming the line', done.stderr[-300:])
+        check(not (tmp / 'x.kpack').exists(), 'nothing written after a usage error')
+
+        # Moved to another folder tree, used from another working directory with NVRTC hidden.
+        deployed = tmp / 'image' / 'opt' / 'model'
+        deployed.mkdir(parents=True)
+        shutil.move(str(build / 'a.kpack'), str(deployed / 'kernels.kpack'))
+        shutil.rmtree(build)
+        elsewhere = tmp / 'elsewhere'
+        elsewhere.mkdir()
+        path = ':'.join(p for p in os.environ.get('LD_LIBRARY_PATH', '').split(':') if p and 'cuda' not in p)
+        hidden = {k: v for k, v in env.items() if k not in ('KILN_CACHE_DIR',)}
+        hidden.update(KILN_NVRTC_LIBRARY=str(tmp / 'no' / 'libnvrtc.so.13'), LD_LIBRARY_PATH=path,
+                      KILN_TEST_BUNDLE=str(deployed / 'kernels.kpack'), HOME=str(elsewhere))
+        done = run([deploy_test], hidden, cwd=elsewhere)
+        check(done.returncode == 0, 'NVRTC hidden: both quantizer modules from the moved bundle, up to the driver',
+              done.stdout[-1500:])
+
+        info = run([kiln, 'info', '--json'], dict(hidden, KILN_CACHE_PATH=str(deployed / 'kernels.kpack'), KILN_JIT='off'),
+                   )
+        report = json.loads(info.stdout) if info.stdout.strip() else {}
+        found = report.get('nvrtc_found', {})
+        check(found.get('found') is False and 'no NVRTC' in found.get('meaning', ''),
+              f'info: no NVRTC, and what that means ({found})')
+        layers = report.get('cache_path', {}).get('layers', [])
+        check(len(layers) == 1 and layers[0]['usable'] and layers[0]['per_target'].get('sm_90a') == 2,
+              f'info: the bundle layer and what it holds for sm_90a ({layers})')
+        check(info.stderr.strip() == '', f'a read-only deployment warns about nothing ({info.stderr.strip()[:300]})')
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return exit_status()
+
+
+if __name__ == '__main__':
+    sys.exit(main())
