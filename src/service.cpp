@@ -5,6 +5,7 @@
 
 #include "cache/disk/disk_cache.hpp"
 #include "cache/module_provider.hpp"
+#include "cache/remote/remote_cache.hpp"
 #include "driver/cuda_backend.hpp"
 #include "jit/compiler.hpp"
 
@@ -58,7 +59,7 @@ ops::Fp8ActQuant Service::fp8_act_quant() {
 }
 
 ServiceCounters Service::counters() const {
-  return ServiceCounters{parts_->backend->counters(), parts_->disk->counters()};
+  return ServiceCounters{parts_->backend->counters(), parts_->disk->counters(), process_remote_cache()->counters()};
 }
 
 }  // namespace kiln

@@ -17,11 +17,13 @@ namespace kiln {
 
 class Compiler;
 class DiskCache;
+class RemoteCache;
+std::shared_ptr<RemoteCache> process_remote_cache();
 
 /// A binary handed to the cache, and where it came from (for the counters).
 struct ProvidedModule {
   CompiledModule module;
-  bool from_disk = false;  ///< read from the disk cache rather than compiled now
+  bool from_disk = false;  ///< read from a cache tier (the disk, or Redis through it) rather than compiled now
 };
 
 /// Where a cache gets binaries: the disk cache in front of the NVRTC compiler. Both functions may
@@ -37,10 +39,12 @@ struct ModuleProvider {
   std::function<void(const KernelSource& source, const CompiledModule& module)> evict;
 };
 
-/// The ModuleProvider kiln uses: `disk` (may be disabled) in front of `compiler`. Keys come from
+/// The ModuleProvider kiln uses: `disk` (may be disabled) in front of `remote` (may be disabled;
+/// a remote hit is written to `disk`) in front of `compiler`. Keys come from
 /// the linked NVRTC's version and exact build (nvrtc_build), the target, the compiler's options, the module and every embedded
 /// header. Modules read from disk are dumped too when `KILN_DUMP_DIR` is set.
-ModuleProvider make_module_provider(std::shared_ptr<DiskCache> disk, Compiler compiler);
+ModuleProvider make_module_provider(std::shared_ptr<DiskCache> disk, Compiler compiler,
+                                    std::shared_ptr<RemoteCache> remote = process_remote_cache());
 
 /// The cache key of `source` compiled for `target` with `options` by the linked NVRTC.
 CacheKey module_cache_key(const KernelSource& source, const Target& target, const std::vector<std::string>& options);
