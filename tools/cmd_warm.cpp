@@ -16,6 +16,7 @@
 #include "cache/disk/disk_cache.hpp"
 #include "cache/module_provider.hpp"
 #include "cache/prefetch.hpp"
+#include "cache/remote/remote_cache.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "jit/compiler.hpp"
@@ -54,7 +55,7 @@ void print_report(const WarmArgs& args, const WarmReport& report, const DiskCach
   const auto status = disk.status();
   const auto counters = disk.counters();
   if (args.json) {
-    nlohmann::json out = counters_json(ServiceCounters{memory, counters});
+    nlohmann::json out = counters_json(ServiceCounters{memory, counters, process_remote_cache()->counters()});
     out["modules"] = report.modules;
     out["failed"] = report.failed;
     out["kept"] = report.kept;

@@ -279,9 +279,9 @@ std::optional<CompiledModule> RemoteCache::fetch(const CacheKey& key, const std:
   return std::nullopt;
 }
 
-RemoteCache::PushResult RemoteCache::push(const CacheKey& key, const std::string& module, const Target& target,
+RemoteCache::PushResult RemoteCache::push(const CacheKey& key, std::string_view module, std::string_view target,
                                           const std::vector<std::uint8_t>& entry) {
-  const std::string redis_key = entry_key(key, module, target);
+  const std::string redis_key = std::string(entry_prefix) + detail::entry_file_name(key, module, target);
   const std::string value = wrap_remote_value(
       redis_key, std::string_view(reinterpret_cast<const char*>(entry.data()), entry.size()), config_.secret);
   const auto reply = run({"SET", redis_key, value, "NX"});

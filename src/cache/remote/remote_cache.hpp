@@ -85,8 +85,9 @@ class RemoteCache {
   std::optional<CompiledModule> fetch(const CacheKey& key, const std::string& module, const Target& target);
 
   enum class PushResult { stored, present, failed };
-  /// Publishes an encoded, already verified entry with `SET NX` (kiln cache push).
-  PushResult push(const CacheKey& key, const std::string& module, const Target& target,
+  /// Publishes an encoded, already verified entry with `SET NX` (kiln cache push); `module` and
+  /// `target` are the names the entry holds.
+  PushResult push(const CacheKey& key, std::string_view module, std::string_view target,
                   const std::vector<std::uint8_t>& entry);
 
   /// A binary from Redis that the driver refused: this process stops asking Redis for `key`, so
