@@ -233,7 +233,16 @@ RemoteCache::Fetched RemoteCache::fetch_or_compile(const CacheKey& key, const st
     const auto taken = run({"SET", lease, token, "NX", "PX", lease_ms});
     if (!taken) break;
     if (taken->type != REDIS_REPLY_NIL) {
-      if (waited) {
+      // Why look again: the holder we saw may have published and released between our GET and our
+      // SET NX; without this second look that window gave a second compile of the key.
+      std::optional<CompiledModule> published;
+      const Lookup again = lookup(redis_key, key, module, target, published);
+      if (again == Lookup::hit) {
+        release(lease, token);
+        counters_.remote_hits.fetch_add(1);
+        return {std::move(*published), true};
+      }
+      if (waited && again == Lookup::miss) {
         counters_.lease_takeovers.fetch_add(1);
         logger().info("remote cache: took over the lease on {} for {} (its holder is gone)", module, target.name());
       }
