@@ -1,6 +1,8 @@
 // RedisConnection: hiredis 0.14 (Debian 12) with kiln's timeouts and failure causes.
 #include "cache/remote/redis_connection.hpp"
 
+#include <pthread.h>
+#include <signal.h>
 #include <sys/time.h>
 
 #include <cerrno>
@@ -41,6 +43,42 @@ RedisFault classify_error_reply(std::string_view text) {
     return RedisFault::auth;
   return RedisFault::server_error;
 }
+
+// Why: hiredis 0.14 writes with write(2), not send(MSG_NOSIGNAL); a write on a connection whose
+// reset was already reported (EPIPE rather than ECONNRESET) raises SIGPIPE, which kills the
+// process by default. A library must not change the
+// process's handlers, so SIGPIPE is blocked for this thread during a command, and one raised by it
+// is consumed before the mask is restored (the write then fails with EPIPE, an io failure).
+class SigpipeBlock {
+ public:
+  SigpipeBlock() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigemptyset(&pending);
+    was_pending_ = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+    blocked_ = pthread_sigmask(SIG_BLOCK, &pipe_, &old_) == 0;
+  }
+  ~SigpipeBlock() {
+    if (!blocked_) return;
+    sigset_t pending;
+    sigemptyset(&pending);
+    if (!was_pending_ && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+      const timespec zero{0, 0};
+      while (sigtimedwait(&pipe_, nullptr, &zero) < 0 && errno == EINTR) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeBlock(const SigpipeBlock&) = delete;
+  SigpipeBlock& operator=(const SigpipeBlock&) = delete;
+
+ private:
+  sigset_t pipe_{};
+  sigset_t old_{};
+  bool was_pending_ = false;
+  bool blocked_ = false;
+};
 
 }  // namespace
 
@@ -116,10 +154,15 @@ ReplyPtr RedisConnection::command(const std::vector<std::string_view>& args, Red
     argv.push_back(arg.data());
     lengths.push_back(arg.size());
   }
-  errno = 0;
-  ReplyPtr reply(static_cast<redisReply*>(
-      redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data())));
-  const int saved_errno = errno;
+  int saved_errno = 0;
+  ReplyPtr reply;
+  {
+    const SigpipeBlock no_sigpipe;
+    errno = 0;
+    reply.reset(static_cast<redisReply*>(
+        redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data())));
+    saved_errno = errno;
+  }
   if (!reply) {
     broken_ = true;
     failure = {classify_context_error(context_, saved_errno, false), std::string(args.front()) + ": " + context_->errstr};
