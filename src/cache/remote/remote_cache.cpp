@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <ctime>
+#include <random>
 #include <thread>
 
 #include <hiredis/hiredis.h>
@@ -44,7 +45,10 @@ RemoteCache::RemoteCache(RemoteCacheConfig config, std::string nvrtc)
     : config_(std::move(config)), nvrtc_(std::move(nvrtc)) {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  token_prefix_ = std::string(host) + ":" + std::to_string(::getpid()) + ":";
+  // Why a random part: containers often share host names and pids; a lease token must be unique
+  // in the fleet, or one node's compare-and-delete could release another's lease.
+  std::random_device random;
+  token_prefix_ = std::string(host) + ":" + std::to_string(::getpid()) + ":" + std::to_string(random()) + ":";
   if (enabled())
     logger().debug("remote cache at {} ({})", config_.endpoint->display(),
                    config_.secret.empty() ? "unsigned entries" : "signed entries");
