@@ -78,6 +78,7 @@ class RedisServer:
         self.password = password
         self.port = port or free_port()
         self.dir = tempfile.mkdtemp(prefix='kiln-redis-')
+        self.socket = os.path.join(self.dir, 'redis.sock')  # served too, for unix:// URLs
         self.proc = None
 
     @property
@@ -88,7 +89,7 @@ class RedisServer:
     def start(self):
         exe = shutil.which('redis-server') or '/usr/bin/redis-server'
         args = [exe, '--port', str(self.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-                '--dir', self.dir, '--daemonize', 'no', '--loglevel', 'warning']
+                '--dir', self.dir, '--daemonize', 'no', '--loglevel', 'warning', '--unixsocket', self.socket]
         if self.password:
             args += ['--requirepass', self.password]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

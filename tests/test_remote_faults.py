@@ -50,6 +50,15 @@ def healthy_node(kiln, env, what):
     return report, err, seconds
 
 
+def test_unix_socket(kiln, tmp):
+    with redis_server() as server:
+        url = f'unix://{server.socket}'
+        report, _, _ = healthy_node(kiln, node(tmp, KILN_REMOTE_CACHE=url), 'unix socket, first node')
+        check(remote_of(report).get('publishes') == MODULES, 'unix socket: entries published', str(remote_of(report)))
+        report, _, _ = healthy_node(kiln, node(tmp, KILN_REMOTE_CACHE=url), 'unix socket, second node')
+        check(remote_of(report).get('hits') == MODULES, 'unix socket: the next node hits', str(remote_of(report)))
+
+
 def test_absent(kiln, tmp):
     env = node(tmp, KILN_REMOTE_CACHE=f'redis://127.0.0.1:{free_port()}')
     report, err, seconds = healthy_node(kiln, env, 'absent')
@@ -245,7 +254,7 @@ def main():
     assert module_count(kiln, 'sm_90a') == MODULES
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
-        for test in (test_absent, test_killed_mid_run, test_bad_values, test_signatures, test_passwords,
+        for test in (test_unix_socket, test_absent, test_killed_mid_run, test_bad_values, test_signatures, test_passwords,
                      test_slow_server, test_lease_holder_killed):
             print(f'-- {test.__name__}')
             test(kiln, tmp)
