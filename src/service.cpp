@@ -7,6 +7,7 @@
 #include "cache/cache_path.hpp"
 #include "cache/disk/disk_cache.hpp"
 #include "cache/module_provider.hpp"
+#include "cache/remote/remote_cache.hpp"
 #include "driver/cuda_backend.hpp"
 #include "jit/compiler.hpp"
 
@@ -94,7 +95,7 @@ ops::GroupQuant Service::group_quant(const ops::QuantVariant& variant) {
 }
 
 ServiceCounters Service::counters() const {
-  return ServiceCounters{parts_->backend->counters(), parts_->disk->counters()};
+  return ServiceCounters{parts_->backend->counters(), parts_->disk->counters(), process_remote_cache()->counters()};
 }
 
 }  // namespace kiln

@@ -142,7 +142,7 @@ TEST_CASE("C ABI: struct layouts are the v1 layouts the Rust and Python examples
   CHECK(offsetof(kiln_fp8_pick, entry) == 48);
   CHECK(offsetof(kiln_fp8_pick, reason) == 112);
 
-  CHECK(sizeof(kiln_cache_stats) == KILN_CACHE_STATS_V1_SIZE);
+  CHECK(sizeof(kiln_cache_stats) == KILN_CACHE_STATS_V2_SIZE);
   CHECK(KILN_CACHE_STATS_V1_SIZE == 144);
   CHECK(offsetof(kiln_cache_stats, disk_mode) == 4);
   CHECK(offsetof(kiln_cache_stats, memory_hits) == 8);

@@ -44,7 +44,23 @@ nlohmann::json counters_json(const ServiceCounters& counters) {
           {"corrupt_healed", disk.corrupt_healed}, {"lock_waits", disk.lock_waits + memory.lock_waits},
           {"lock_timeouts", disk.lock_timeouts}, {"evictions", disk.evictions},
           {"load_refused", memory.load_refused}, {"store_failures", disk.store_failures},
-          {"failures", memory.failures}};
+          {"failures", memory.failures},         {"remote", remote_counters_json(counters.remote)}};
+}
+
+nlohmann::json remote_counters_json(const RemoteCacheCounters& remote) {
+  return {{"hits", remote.remote_hits},
+          {"misses", remote.remote_misses},
+          {"compiles", remote.compiles},
+          {"publishes", remote.publishes},
+          {"publish_lost", remote.publish_lost},
+          {"lease_waits", remote.lease_waits},
+          {"lease_takeovers", remote.lease_takeovers},
+          {"wait_timeouts", remote.wait_timeouts},
+          {"signature_failures", remote.signature_failures},
+          {"corrupt", remote.corrupt},
+          {"timeouts", remote.timeouts},
+          {"errors", remote.errors},
+          {"skipped", remote.skipped}};
 }
 
 std::vector<const KernelSource*> variant_manifest_sources(const std::string& path) {

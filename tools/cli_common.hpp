@@ -57,6 +57,8 @@ void parallel_for(std::size_t count, unsigned threads, const std::function<void(
 /// This process's counters as one JSON object (`kiln warm --json`, `kiln info --json`): the memory
 /// caches' (summed over the services the command used) and the disk cache's.
 nlohmann::json counters_json(const ServiceCounters& counters);
+/// The remote tier's counters (the `remote` object of counters_json).
+nlohmann::json remote_counters_json(const RemoteCacheCounters& remote);
 
 /// The modules of a variant manifest's variants (jit/variants.hpp: one per line, a canonical name or
 /// `family name=value ...`), for `warm --variants` and `pack --variants`. A file that cannot be read

@@ -111,15 +111,21 @@ void clear(bool json) {
 }  // namespace
 
 void add_cache_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("cache", "Inspect or clear the disk cache (KILN_CACHE_DIR, XDG_CACHE_HOME, ~/.cache)");
+  auto* cmd = app.add_subcommand("cache", "Inspect or clear the disk cache (KILN_CACHE_DIR, XDG_CACHE_HOME, ~/.cache); push to or pull from the remote cache");
   cmd->require_subcommand(1);
   struct Action {
     const char* name;
     const char* help;
     void (*run)(bool json);
   };
-  for (const auto& action : {Action{"stats", "Entries and bytes, per target", stats},
-                             Action{"verify", "Check every entry; list bad ones (exit status 1 if any)", verify},
+  auto* stats_cmd = cmd->add_subcommand("stats", "Entries and bytes, per target");
+  auto* stats_json = stats_cmd->add_flag("--json", "Print JSON");
+  auto* stats_remote = stats_cmd->add_flag("--remote", "The remote cache (KILN_REMOTE_CACHE) instead of the disk");
+  stats_cmd->callback([stats_json, stats_remote] {
+    (stats_remote->count() > 0 ? remote_stats : stats)(stats_json->count() > 0);
+  });
+  add_cache_remote_commands(*cmd);
+  for (const auto& action : {Action{"verify", "Check every entry; list bad ones (exit status 1 if any)", verify},
                              Action{"clear", "Remove kiln's entries, temporary and lock files (nothing else)", clear}}) {
     auto* sub = cmd->add_subcommand(action.name, action.help);
     auto* json = sub->add_flag("--json", "Print JSON");

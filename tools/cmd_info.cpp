@@ -10,6 +10,7 @@
 #include "base/env.hpp"
 #include "cache/disk/disk_cache.hpp"
 #include "cache/module_provider.hpp"
+#include "cache/remote/remote_cache.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "driver/cuda_backend.hpp"
@@ -102,6 +103,9 @@ nlohmann::json info_json() {
   const auto status = cache->status();
   auto problems = nlohmann::json::array();
   if (!arch.error.empty()) problems.push_back(arch.error);
+  const auto remote = process_remote_cache();
+  const auto remote_status = remote->status();
+  if (!remote_status.reason.empty()) problems.push_back("remote cache not used: " + remote_status.reason);
   return {
       {"kiln", std::string(version_string())},
       {"nvrtc", {{"version", version_text(nvrtc)}, {"archs", archs}}},
@@ -115,7 +119,9 @@ nlohmann::json info_json() {
       {"levers",
        {{"KILN_FP8_ACT_QUANT_HOPPER", ops::fp8_act_quant_hopper_enabled()}, {"KILN_LINEINFO", lineinfo_from_env()},
         {"KILN_ARCH", arch.target ? arch.target->name() : env_value("KILN_ARCH").value_or("")}}},
-      {"counters", counters_json(ServiceCounters{memory, cache->counters()})},
+      {"remote_cache", {{"enabled", remote_status.enabled}, {"endpoint", remote_status.endpoint},
+                        {"signed", remote_status.signed_entries}, {"reason", remote_status.reason}}},
+      {"counters", counters_json(ServiceCounters{memory, cache->counters(), remote->counters()})},
       {"nvrtc_found", nvrtc_found_json()},
       {"cache_path", cache_path_json()},
       {"problems", problems},
@@ -156,6 +162,14 @@ void print_info(const nlohmann::json& info) {
   const auto& cache = info["disk_cache"];
   std::printf("disk cache: %s %s%s%s\n", cache["mode"].get<std::string>().c_str(), cache["dir"].get<std::string>().c_str(),
               cache["reason"].get<std::string>().empty() ? "" : ": ", cache["reason"].get<std::string>().c_str());
+  const auto& remote = info["remote_cache"];
+  if (remote["enabled"].get<bool>())
+    std::printf("remote cache: %s, %s entries; this process: %llu remote hits\n",
+                remote["endpoint"].get<std::string>().c_str(), remote["signed"].get<bool>() ? "signed" : "unsigned",
+                counters["remote"]["hits"].get<unsigned long long>());
+  else
+    std::printf("remote cache: off%s%s\n", remote["reason"].get<std::string>().empty() ? " (KILN_REMOTE_CACHE unset)" : ": ",
+                remote["reason"].get<std::string>().c_str());
   std::printf("embedded modules: %zu\n", info["modules"].get<std::size_t>());
   print_deploy_info(info, !info["devices"].empty() && !info["devices"][0]["target"].is_null()
                               ? info["devices"][0]["target"].get<std::string>()

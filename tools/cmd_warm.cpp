@@ -14,6 +14,7 @@
 #include "cache/disk/disk_cache.hpp"
 #include "cache/module_provider.hpp"
 #include "cache/prefetch.hpp"
+#include "cache/remote/remote_cache.hpp"
 #include "cli_common.hpp"
 #include "cli_progress.hpp"
 #include "cli_workers.hpp"
@@ -54,7 +55,7 @@ void print_report(const WarmArgs& args, const WarmReport& report, const DiskCach
                   const ModuleCacheCounters& memory, const DiskCacheCounters& counters) {
   const auto status = disk.status();
   if (args.json) {
-    nlohmann::json out = counters_json(ServiceCounters{memory, counters});
+    nlohmann::json out = counters_json(ServiceCounters{memory, counters, process_remote_cache()->counters()});
     out["modules"] = report.modules;
     out["failed"] = report.failed;
     out["kept"] = report.kept;
@@ -63,9 +64,13 @@ void print_report(const WarmArgs& args, const WarmReport& report, const DiskCach
     if (!report.problem.empty()) out["error"] = report.problem;
     std::printf("%s\n", out.dump().c_str());
   } else {
-    std::printf("%zu modules: %llu compiled, %llu already cached, %zu failed, %zu kept; %.1f ms; cache %s\n",
-                report.modules, static_cast<unsigned long long>(counters.compiles),
-                static_cast<unsigned long long>(counters.disk_hits), report.failed, report.kept, report.wall_ms,
+    // Why the memory counters' compiles: the disk's count includes modules fetched from Redis.
+    const auto remote = process_remote_cache()->counters();
+    std::printf("%zu modules: %llu compiled, %llu already cached, %llu from the remote cache, %zu failed, %zu kept; "
+                "%.1f ms; cache %s\n",
+                report.modules, static_cast<unsigned long long>(memory.compiles),
+                static_cast<unsigned long long>(counters.disk_hits),
+                static_cast<unsigned long long>(remote.remote_hits), report.failed, report.kept, report.wall_ms,
                 status.dir.empty() ? "(no folder)" : status.dir.c_str());
   }
   if (!report.problem.empty()) std::fprintf(stderr, "kiln warm: %s\n", report.problem.c_str());

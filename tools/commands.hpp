@@ -16,6 +16,10 @@ void add_dump_command(CLI::App& app);
 void add_compile_command(CLI::App& app);
 void add_cache_command(CLI::App& app);
 void add_pack_command(CLI::App& app);
+/// `kiln cache push|pull` (tools/cmd_cache_remote.cpp), under `cache`.
+void add_cache_remote_commands(CLI::App& cache);
+/// `kiln cache stats --remote`: the remote cache's entries, bytes and leases.
+void remote_stats(bool json);
 /// `kiln bench` and its hidden `bench-child` (tools/cmd_bench.cpp; built unless -Dbench=false).
 void add_bench_command(CLI::App& app);
 

@@ -33,10 +33,30 @@ struct DiskCacheCounters {
   std::uint64_t store_failures = 0;  ///< entries that could not be written
 };
 
-/// What one Service reports: its device's memory-cache counters and the process's disk-cache counters.
+/// The remote (Redis) tier's event counts in this process, monotonic. Zero when KILN_REMOTE_CACHE
+/// is unset. Each lookup of a module through the tier is one remote hit or one remote miss.
+struct RemoteCacheCounters {
+  std::uint64_t remote_hits = 0;         ///< verified entries read from Redis (then kept on local disk)
+  std::uint64_t remote_misses = 0;       ///< lookups that ended compiling here (absent, bad, or Redis unusable)
+  std::uint64_t compiles = 0;            ///< compile functions run behind the tier (with or without a lease)
+  std::uint64_t publishes = 0;           ///< entries this process wrote to Redis (first writer)
+  std::uint64_t publish_lost = 0;        ///< publishes that found the key already written (a race lost, harmless)
+  std::uint64_t lease_waits = 0;         ///< lookups that found another node's lease and waited
+  std::uint64_t lease_takeovers = 0;     ///< leases taken after waiting: the holder died or failed
+  std::uint64_t wait_timeouts = 0;       ///< waits that ran out (KILN_REMOTE_CACHE_WAIT_MS): compiled anyway
+  std::uint64_t signature_failures = 0;  ///< values without a valid signature (never loaded; deleted)
+  std::uint64_t corrupt = 0;             ///< values that failed the envelope, checksum, key or name check (deleted)
+  std::uint64_t timeouts = 0;            ///< commands or connects that ran past their timeout
+  std::uint64_t errors = 0;              ///< other failures: refused, lost connection, auth, garbage, server errors
+  std::uint64_t skipped = 0;             ///< commands not sent because the tier was resting after a failure
+};
+
+/// What one Service reports: its device's memory-cache counters and the process's disk-cache and
+/// remote-tier counters.
 struct ServiceCounters {
   ModuleCacheCounters memory;
   DiskCacheCounters disk;
+  RemoteCacheCounters remote;
 };
 
 }  // namespace kiln

@@ -123,8 +123,25 @@ typedef struct kiln_cache_stats {
   uint64_t lock_failures;   /**< no working file lock: compiled without it */
   uint64_t evictions;       /**< entries removed to stay under KILN_CACHE_MAX_BYTES */
   uint64_t store_failures;  /**< entries that could not be written */
+  /* Version 2: the process's remote (Redis) tier, KILN_REMOTE_CACHE; all 0 when it is off. */
+  int32_t remote_enabled;            /**< 1: the remote tier is in use */
+  int32_t remote_signed;             /**< 1: entries are signed and must be (KILN_REMOTE_CACHE_KEY_FILE) */
+  uint64_t remote_hits;              /**< verified entries read from Redis */
+  uint64_t remote_misses;            /**< lookups that ended compiling here */
+  uint64_t remote_compiles;          /**< compiles run behind the remote tier */
+  uint64_t remote_publishes;         /**< entries this process wrote first */
+  uint64_t remote_publish_lost;      /**< publishes another node had already made */
+  uint64_t remote_lease_waits;       /**< waits for another node's compile */
+  uint64_t remote_lease_takeovers;   /**< leases taken over from a vanished holder */
+  uint64_t remote_wait_timeouts;     /**< waits that ran out: compiled here */
+  uint64_t remote_signature_failures;/**< values without a valid signature (never loaded) */
+  uint64_t remote_corrupt;           /**< values that failed verification (never loaded) */
+  uint64_t remote_timeouts;          /**< connects or commands past their timeout */
+  uint64_t remote_errors;            /**< other Redis failures (refused, lost, auth, garbage) */
+  uint64_t remote_skipped;           /**< commands not sent while the tier rested after a failure */
 } kiln_cache_stats;
 #define KILN_CACHE_STATS_V1_SIZE 144u
+#define KILN_CACHE_STATS_V2_SIZE 256u
 
 /**
  * The message of the last failed kiln call on this thread, "" after a successful one.
@@ -271,7 +288,7 @@ kiln_status kiln_quant(kiln_service* service, const kiln_quant_params* params, c
                        uint64_t m, uint64_t k, void* stream);
 
 /** Fills `*out` (not NULL, `struct_size` set) with this service's memory-cache counters and the
- *  process's disk-cache counters. */
+ *  process's disk-cache and remote-tier counters (v2 fields; a v1-sized struct gets v1 only). */
 kiln_status kiln_service_cache_stats(const kiln_service* service, kiln_cache_stats* out);
 
 #ifdef __cplusplus

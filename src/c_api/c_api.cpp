@@ -1,9 +1,11 @@
 // kiln.h: version, services, device info, kernel handles and cache counters.
+#include <cstddef>
 #include <memory>
 #include <string>
 
 #include "c_boundary.hpp"
 #include "c_service.hpp"
+#include "cache/remote/remote_cache.hpp"
 #include "kiln/version.hpp"
 
 using kiln::c_api::copy_text;
@@ -13,7 +15,8 @@ using kiln::c_api::require_struct;
 using kiln::c_api::write_struct;
 
 static_assert(sizeof(kiln_device_info) == KILN_DEVICE_INFO_V1_SIZE, "kiln_device_info v1 layout changed");
-static_assert(sizeof(kiln_cache_stats) == KILN_CACHE_STATS_V1_SIZE, "kiln_cache_stats v1 layout changed");
+static_assert(sizeof(kiln_cache_stats) == KILN_CACHE_STATS_V2_SIZE, "kiln_cache_stats v2 layout changed");
+static_assert(offsetof(kiln_cache_stats, remote_enabled) == KILN_CACHE_STATS_V1_SIZE, "v2 fields follow v1");
 
 namespace {
 
@@ -142,6 +145,23 @@ extern "C" kiln_status kiln_service_cache_stats(const kiln_service* service, kil
     stats.lock_failures = disk.lock_failures;
     stats.evictions = disk.evictions;
     stats.store_failures = disk.store_failures;
+    const auto remote = kiln::process_remote_cache()->status();
+    const kiln::RemoteCacheCounters& tier = counters.remote;
+    stats.remote_enabled = remote.enabled ? 1 : 0;
+    stats.remote_signed = remote.enabled && remote.signed_entries ? 1 : 0;
+    stats.remote_hits = tier.remote_hits;
+    stats.remote_misses = tier.remote_misses;
+    stats.remote_compiles = tier.compiles;
+    stats.remote_publishes = tier.publishes;
+    stats.remote_publish_lost = tier.publish_lost;
+    stats.remote_lease_waits = tier.lease_waits;
+    stats.remote_lease_takeovers = tier.lease_takeovers;
+    stats.remote_wait_timeouts = tier.wait_timeouts;
+    stats.remote_signature_failures = tier.signature_failures;
+    stats.remote_corrupt = tier.corrupt;
+    stats.remote_timeouts = tier.timeouts;
+    stats.remote_errors = tier.errors;
+    stats.remote_skipped = tier.skipped;
     write_struct(out, stats);
   });
 }

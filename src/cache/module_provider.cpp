@@ -3,6 +3,7 @@
 #include "cache/cache_layer.hpp"
 #include "cache/cache_path.hpp"
 #include "cache/disk/disk_cache.hpp"
+#include "cache/remote/remote_cache.hpp"
 #include "jit/compiler.hpp"
 #include "jit/dump.hpp"
 #include "jit/nvrtc.hpp"
@@ -45,9 +46,9 @@ std::string searched(const std::vector<std::shared_ptr<CacheLayer>>& layers, con
 }  // namespace
 
 ModuleProvider make_module_provider(std::shared_ptr<DiskCache> disk, Compiler compiler,
-                                    std::vector<std::shared_ptr<CacheLayer>> layers) {
+                                    std::vector<std::shared_ptr<CacheLayer>> layers, std::shared_ptr<RemoteCache> remote) {
   ModuleProvider provider;
-  provider.provide = [disk, compiler, layers](const KernelSource& source, const Target& target) {
+  provider.provide = [disk, compiler, layers, remote](const KernelSource& source, const Target& target) {
     const std::vector<std::string> options = compiler.options(target);
     const std::string& own_build = nvrtc_build();
     const CacheKey key = module_cache_key(source, target, options, own_build);
@@ -79,15 +80,27 @@ ModuleProvider make_module_provider(std::shared_ptr<DiskCache> disk, Compiler co
       throw_error(what + " is in no bundle, and there is no NVRTC to compile it (" + nvrtc_absence() + ")",
                   {"nvrtc_api", source.module, target.name(), options, {}});
     }
-    CacheResult result = disk->load_or_compile(key, source.module, target, [&] { return compiler.compile(source, target); });
-    const bool from_disk = result.outcome == CacheOutcome::hit || result.outcome == CacheOutcome::hit_after_wait;
+    bool from_remote = false;
+    // Why Redis inside the disk tier's compile step: the node's per-key file lock is then held
+    // while Redis is asked, so one process per node asks, and a remote hit lands on disk for the
+    // next process.
+    CacheResult result = disk->load_or_compile(key, source.module, target, [&] {
+      if (!remote) return compiler.compile(source, target);
+      auto fetched = remote->fetch_or_compile(key, source.module, target, [&] { return compiler.compile(source, target); });
+      from_remote = fetched.from_remote;
+      return std::move(fetched.module);
+    });
+    const bool from_disk =
+        from_remote || result.outcome == CacheOutcome::hit || result.outcome == CacheOutcome::hit_after_wait;
     // Why: the compiler dumps what it compiles; a disk hit is dumped here so KILN_DUMP_DIR shows
     // every module this process loaded.
     if (from_disk) dump_if_requested(result.module, source);
     return ProvidedModule{std::move(result.module), from_disk};
   };
-  provider.evict = [disk](const KernelSource& source, const CompiledModule& module) {
-    disk->evict(module_cache_key(source, module.target, module.options), source.module, module.target);
+  provider.evict = [disk, remote](const KernelSource& source, const CompiledModule& module) {
+    const CacheKey key = module_cache_key(source, module.target, module.options);
+    disk->evict(key, source.module, module.target);
+    if (remote) remote->distrust(key);
   };
   return provider;
 }

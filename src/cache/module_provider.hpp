@@ -19,11 +19,13 @@ namespace kiln {
 class CacheLayer;
 class Compiler;
 class DiskCache;
+class RemoteCache;
+std::shared_ptr<RemoteCache> process_remote_cache();
 
 /// A binary handed to the cache, and where it came from (for the counters).
 struct ProvidedModule {
   CompiledModule module;
-  bool from_disk = false;  ///< read from the disk cache rather than compiled now
+  bool from_disk = false;  ///< read from a cache tier (the disk, or Redis through it) rather than compiled now
 };
 
 /// Where a cache gets binaries: the disk cache in front of the NVRTC compiler. Both functions may
@@ -40,7 +42,8 @@ struct ModuleProvider {
 };
 
 /// The ModuleProvider kiln uses: the read-only `layers` (bundles and folders of KILN_CACHE_PATH, in
-/// order), then `disk` (may be disabled), then `compiler` unless `KILN_JIT=off`. Keys come from
+/// order), then `disk` (may be disabled), then `remote` (the Redis tier, may be disabled; a remote
+/// hit is written to `disk`), then `compiler` unless `KILN_JIT=off`. Keys come from
 /// NVRTC's exact build (nvrtc_build, read without loading NVRTC), the target, the compiler's options,
 /// the module and every embedded header; with no NVRTC at all, a bundle is matched with the build
 /// it records (so a bundle made by another NVRTC is refused by key whenever an NVRTC is present).
@@ -48,7 +51,8 @@ struct ModuleProvider {
 /// the target and what was searched (call "KILN_JIT" or "nvrtc_api": a lasting failure).
 /// Modules read from a layer or disk are dumped too when `KILN_DUMP_DIR` is set.
 ModuleProvider make_module_provider(std::shared_ptr<DiskCache> disk, Compiler compiler,
-                                    std::vector<std::shared_ptr<CacheLayer>> layers = {});
+                                    std::vector<std::shared_ptr<CacheLayer>> layers = {},
+                                    std::shared_ptr<RemoteCache> remote = process_remote_cache());
 
 /// The cache key of `source` compiled for `target` with `options` by the process's NVRTC (nvrtc_build(),
 /// read without loading it).

@@ -257,4 +257,16 @@ EntryDecode decode_entry(const std::uint8_t* data, std::size_t size, const Cache
   return result;
 }
 
+CompiledModule compiled_module_of(const EntryView& entry, const Target& target) {
+  CompiledModule result;
+  result.module = std::string(entry.module);
+  result.target = target;
+  result.options = entry.options;
+  result.ptx = std::string(entry.ptx);
+  result.cubin.assign(entry.cubin, entry.cubin + entry.cubin_size);
+  result.log = std::string(entry.log);
+  result.compile_ms = entry.compile_ms;
+  return result;
+}
+
 }  // namespace kiln

@@ -84,4 +84,7 @@ struct EntryDecode {
 /// std::bad_alloc, whatever the bytes.
 EntryDecode decode_entry(const std::uint8_t* data, std::size_t size, const CacheKey& expected);
 
+/// The module a verified entry holds, for `target` (the caller has checked the entry names it).
+CompiledModule compiled_module_of(const EntryView& entry, const Target& target);
+
 }  // namespace kiln

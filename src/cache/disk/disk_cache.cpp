@@ -123,15 +123,7 @@ std::optional<CompiledModule> DiskCache::lookup(const CacheKey& key, const std::
     case EntryRead::Result::ok:
       break;
   }
-  CompiledModule result;
-  result.module = module;
-  result.target = target;
-  result.options = std::move(read.view.options);
-  result.ptx = std::string(read.view.ptx);
-  result.cubin.assign(read.view.cubin, read.view.cubin + read.view.cubin_size);
-  result.log = std::string(read.view.log);
-  result.compile_ms = read.view.compile_ms;
-  return result;
+  return compiled_module_of(read.view, target);
 }
 
 std::optional<CompiledModule> DiskCache::load(const CacheKey& key, const std::string& module, const Target& target) {

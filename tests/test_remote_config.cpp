@@ -1,0 +1,128 @@
+// The remote tier's settings: Redis URLs (accepted forms, and errors that name what is wrong) and
+// the signing key file's checks (owner, mode, size), without a server.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "cache/remote/remote_config.hpp"
+#include "kiln/error.hpp"
+
+using namespace kiln;
+
+TEST_CASE("parse_redis_url reads host, port, credentials, database and unix sockets") {
+  auto plain = parse_redis_url("redis://cache.internal:6380");
+  CHECK(plain.host == "cache.internal");
+  CHECK(plain.port == 6380);
+  CHECK(plain.password.empty());
+  CHECK(plain.db == 0);
+  CHECK(parse_redis_url("redis://10.0.0.1").port == 6379);
+
+  auto full = parse_redis_url("redis://kiln:p%40ss%3Aword@10.0.0.1:7000/3");
+  CHECK(full.user == "kiln");
+  CHECK(full.password == "p@ss:word");
+  CHECK(full.host == "10.0.0.1");
+  CHECK(full.port == 7000);
+  CHECK(full.db == 3);
+  CHECK(full.display() == "redis://kiln:***@10.0.0.1:7000/3");  // never the password
+
+  auto requirepass = parse_redis_url("redis://:secret@h:1");
+  CHECK(requirepass.user.empty());
+  CHECK(requirepass.password == "secret");
+
+  auto unix_socket = parse_redis_url("unix:///run/redis/redis.sock");
+  CHECK(unix_socket.socket_path == "/run/redis/redis.sock");
+  CHECK(unix_socket.display() == "unix:///run/redis/redis.sock");
+}
+
+TEST_CASE("parse_redis_url refuses bad URLs, naming the variable and the accepted form") {
+  for (const char* bad : {"http://h:1", "redis://", "redis://h:0", "redis://h:65536", "redis://h:port",
+                          "redis://h:1/x", "redis://user:@h:1", "redis://a:%zz@h:1", "redis://a:%4@h:1",
+                          "unix://relative.sock", "unix://"}) {
+    INFO(bad);
+    try {
+      parse_redis_url(bad);
+      FAIL("accepted");
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      CHECK(what.find("KILN_REMOTE_CACHE") != std::string::npos);
+      CHECK(what.find("redis://[user:password@]host") != std::string::npos);
+      CHECK(what.find(bad) != std::string::npos);
+    }
+  }
+}
+
+namespace {
+
+std::string write_file(const std::string& name, const std::string& text, mode_t mode) {
+  const std::string path = "remote_config_" + std::to_string(::getpid()) + "_" + name;
+  std::ofstream(path) << text;
+  ::chmod(path.c_str(), mode);
+  return path;
+}
+
+std::string secret_error(const std::string& path) {
+  try {
+    read_secret_file(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("read_secret_file takes a private file of at least 16 bytes and drops the newline") {
+  const auto good = write_file("good", "0123456789abcdef0123\n", 0600);
+  CHECK(read_secret_file(good) == "0123456789abcdef0123");
+  const auto read_only = write_file("ro", "0123456789abcdef", 0400);
+  CHECK(read_secret_file(read_only) == "0123456789abcdef");
+
+  const auto loose = write_file("loose", "0123456789abcdef0123\n", 0644);
+  CHECK(secret_error(loose).find("mode 0644") != std::string::npos);
+  CHECK(secret_error(loose).find(loose) != std::string::npos);
+  const auto group = write_file("group", "0123456789abcdef0123\n", 0640);
+  CHECK(secret_error(group).find("mode 0640") != std::string::npos);
+  const auto short_secret = write_file("short", "abc\n", 0600);
+  CHECK(secret_error(short_secret).find("at least 16") != std::string::npos);
+  CHECK(secret_error("does-not-exist").find("No such file") != std::string::npos);
+  CHECK(secret_error(".").find("not a regular file") != std::string::npos);
+  for (const auto& path : {good, read_only, loose, group, short_secret}) std::remove(path.c_str());
+}
+
+TEST_CASE("from_env: no URL, no tier; a bad URL or key file turns the tier off with the reason") {
+  ::unsetenv("KILN_REMOTE_CACHE");
+  ::unsetenv("KILN_REMOTE_CACHE_KEY_FILE");
+  auto off = RemoteCacheConfig::from_env();
+  CHECK_FALSE(off.endpoint);
+  CHECK(off.disabled_reason.empty());
+
+  ::setenv("KILN_REMOTE_CACHE", "redis://127.0.0.1:6390", 1);
+  ::setenv("KILN_REMOTE_CACHE_TIMEOUT_MS", "250", 1);
+  ::setenv("KILN_REMOTE_CACHE_LEASE_MS", "-5", 1);
+  auto on = RemoteCacheConfig::from_env();
+  REQUIRE(on.endpoint);
+  CHECK(on.endpoint->port == 6390);
+  CHECK(on.command_timeout.count() == 250);
+  CHECK(on.lease.count() == 10000);  // a bad number: the default, with a warning
+  CHECK(on.secret.empty());
+
+  const auto loose = write_file("env_loose", "0123456789abcdef0123\n", 0644);
+  ::setenv("KILN_REMOTE_CACHE_KEY_FILE", loose.c_str(), 1);
+  auto refused = RemoteCacheConfig::from_env();
+  CHECK_FALSE(refused.endpoint);  // never on without the signing asked for
+  CHECK(refused.disabled_reason.find("mode 0644") != std::string::npos);
+
+  ::setenv("KILN_REMOTE_CACHE", "redis//oops", 1);
+  ::unsetenv("KILN_REMOTE_CACHE_KEY_FILE");
+  auto bad = RemoteCacheConfig::from_env();
+  CHECK_FALSE(bad.endpoint);
+  CHECK(bad.disabled_reason.find("redis//oops") != std::string::npos);
+  for (const char* name : {"KILN_REMOTE_CACHE", "KILN_REMOTE_CACHE_TIMEOUT_MS", "KILN_REMOTE_CACHE_LEASE_MS"})
+    ::unsetenv(name);
+  std::remove(loose.c_str());
+}
