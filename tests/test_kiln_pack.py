@@ -97,7 +97,7 @@ def main():
             done = run(args, env)
             check(done.returncode == 2, f'pack {what}: usage error, exit 2 (got {done.returncode})', done.stderr[-300:])
         variants = tmp / 'variants.txt'
-        variants.write_text('# the lead swaps in the manifest reader\nper_token_group_quant_fp8\nno_such_variant\n')
+        variants.write_text('# a variant manifest (kiln warm --variants)\nper_token_group_quant in=fp16 group=64\nno_such_variant\n')
         done = run([kiln, 'pack', '--arch', 'sm_90a', '--variants', str(variants), '-o', str(tmp / 'x.kpack')], env)
         check(done.returncode == 2 and 'variants.txt:3' in done.stderr and 'no_such_variant' in done.stderr,
               '--variants: an unknown name is a usage error naming the line', done.stderr[-300:])

@@ -16,6 +16,7 @@
 #include "cache/cache_path.hpp"
 #include "cache/disk/disk_cache.hpp"
 #include "cache/module_provider.hpp"
+#include "cache/remote/remote_cache.hpp"
 #include "commands.hpp"
 #include "jit/compiler.hpp"
 #include "jit/nvrtc.hpp"
@@ -92,6 +93,9 @@ unsigned default_jobs() { return std::max(1u, std::thread::hardware_concurrency(
 bool compile_in_processes(const std::vector<WorkItem>& work, unsigned jobs, Progress& progress, WorkerTotals& totals) {
   if (jobs < 2 || work.size() < 2 || !jit_enabled() || nvrtc_build().empty()) return false;
   if (process_disk_cache()->status().mode != DiskCacheMode::read_write) return false;
+  // Why in this process with a fleet cache: its counters (remote hits, publishes, lease waits) are
+  // what `warm --json` reports for the fleet, and the workers' protocol carries only the disk's.
+  if (process_remote_cache()->enabled()) return false;
   const std::size_t count = std::min<std::size_t>(jobs, work.size());
   std::vector<std::vector<std::string>> shares(count);
   // Why round robin: the items come grouped by target, and each share should mix them.

@@ -16,8 +16,14 @@ std::optional<Target> target_override_from_env() {
 }
 
 std::optional<std::string> compiler_not_asked() {
-  if (nvrtc_load_attempted()) return std::nullopt;
   if (!jit_enabled()) return std::string("KILN_JIT=off");
+  // Why also after a load was tried: a failed load leaves no arch list to ask either (the H200 run
+  // of bench/device_deploy.sh found the backend choosing no target once `kiln info` had tried).
+  if (nvrtc_load_attempted()) {
+    const NvrtcApi& api = nvrtc_api();
+    if (api.loaded) return std::nullopt;
+    return api.load_error;
+  }
   if (!nvrtc_location()) return "no NVRTC (" + nvrtc_absence() + ")";
   return std::nullopt;
 }

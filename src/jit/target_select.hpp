@@ -49,8 +49,8 @@ TargetChoice select_target(const TargetInputs& inputs);
 /// `kiln warm` store for a device; `why` opens the reason. Pure; no target for an invalid capability.
 TargetChoice select_target_without_compiler(ComputeCapability device, const std::string& why);
 
-/// Why target choice must not ask NVRTC (it would load it): KILN_JIT=off, or no NVRTC found, while
-/// NVRTC is not loaded yet; nothing when NVRTC may be asked. Reads the environment.
+/// Why target choice must not ask NVRTC: KILN_JIT=off (asking would load it), no NVRTC found, or a
+/// load that was tried and failed; nothing when NVRTC may be asked. Reads the environment.
 std::optional<std::string> compiler_not_asked();
 
 /// The CUBIN target of every arch NVRTC knows (what `kiln dump --arch all` builds), ascending:

@@ -355,8 +355,10 @@ std::optional<RemoteStats> RemoteCache::stats(std::string& error) {
 
 std::shared_ptr<RemoteCache> process_remote_cache() {
   static const std::shared_ptr<RemoteCache> cache = [] {
-    const auto nvrtc = nvrtc_version();
-    return std::make_shared<RemoteCache>(RemoteCacheConfig::from_env(), nvrtc ? nvrtc->str() : "unknown");
+    // Why nvrtc_build: it is read from the library file, so the remote tier never loads NVRTC (a
+    // process that finds its kernels in caches must not); the text is only written for people.
+    const std::string& nvrtc = nvrtc_build();
+    return std::make_shared<RemoteCache>(RemoteCacheConfig::from_env(), nvrtc.empty() ? "unknown" : nvrtc);
   }();
   return cache;
 }
