@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "cache/bundle/bundle_file.hpp"
+#include "cache/cache_path.hpp"
 #include "cache/disk/disk_cache.hpp"
 #include "cache/module_provider.hpp"
 #include "driver/cuda_backend.hpp"
@@ -87,4 +88,26 @@ TEST_CASE("NVRTC hidden: a module in no layer is unavailable with a reason namin
     CHECK(e.context().call == "nvrtc_api");
   }
   CHECK_FALSE(nvrtc_load_attempted());
+}
+
+// Hidden ([.]): test_kiln_pack.py runs it in a process that can see NVRTC, with KILN_JIT on and the
+// bundle in KILN_CACHE_PATH.
+TEST_CASE("NVRTC present, KILN_JIT on: a bundle holding this device's binaries is used without loading NVRTC",
+          "[.][jit_on]") {
+  REQUIRE(nvrtc_location().has_value());
+  std::vector<std::string> entries;
+  for (const auto& source : embedded_modules()) entries.insert(entries.end(), source.entries.begin(), source.entries.end());
+  FakeDriver::instance().reset();
+  ImageCheck::device_arch = 90;
+  ImageCheck::exported = fake_cubin("bundle", entries);
+  const driver::DriverApi api = ImageCheck::api();
+  auto backend = backend_over(api, process_cache_path().layers);
+  REQUIRE(backend->available());
+  REQUIRE(backend->target().has_value());
+  CHECK(backend->target()->name() == "sm_90a");
+  const auto quant = ops::Fp8ActQuant::resolve(*backend);
+  CHECK(quant.shared().loaded());
+  CHECK(quant.twin_present());
+  CHECK_FALSE(nvrtc_load_attempted());
+  CHECK_FALSE(nvrtc_mapped());
 }

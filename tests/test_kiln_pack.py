@@ -118,6 +118,12 @@ def main():
         check(done.returncode == 0, 'NVRTC hidden: both quantizer modules from the moved bundle, up to the driver',
               done.stdout[-1500:])
 
+        visible = {k: v for k, v in env.items() if k not in ('KILN_CACHE_DIR', 'KILN_JIT', 'KILN_NVRTC_LIBRARY')}
+        visible.update(KILN_CACHE_PATH=str(deployed / 'kernels.kpack'), HOME=str(elsewhere))
+        done = run([deploy_test, '[jit_on]'], visible, cwd=elsewhere)
+        check(done.returncode == 0, 'NVRTC present, KILN_JIT on: the bundle serves both modules without loading NVRTC',
+              done.stdout[-1500:])
+
         info = run([kiln, 'info', '--json'], dict(hidden, KILN_CACHE_PATH=str(deployed / 'kernels.kpack'), KILN_JIT='off'),
                    )
         report = json.loads(info.stdout) if info.stdout.strip() else {}

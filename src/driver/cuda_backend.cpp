@@ -2,7 +2,10 @@
 
 #include "base/env.hpp"
 #include "base/log.hpp"
+#include "cache/cache_layer.hpp"
+#include "cache/cache_path.hpp"
 #include "cache/prefetch.hpp"
+#include "jit/nvrtc_api.hpp"
 #include "driver/devices.hpp"
 #include "driver/driver_api.hpp"
 #include "driver/driver_check.hpp"
@@ -30,9 +33,28 @@ DriverStatus driver_status(const driver::DriverApi& api) {
   return status;
 }
 
+namespace {
+
+// Whether a read-only layer of KILN_CACHE_PATH (a bundle, a folder) holds binaries for `target`.
+bool layers_hold(const Target& target) {
+  for (const auto& layer : process_cache_path().layers) {
+    const LayerReport report = layer->report();
+    if (report.usable && report.per_target.count(target.name()) != 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 TargetChoice default_target_choice(const DeviceInfo& device, std::optional<Version> driver) {
   if (auto forced = target_override_from_env()) return TargetChoice{forced, "KILN_ARCH=" + forced->name()};
   if (auto why = compiler_not_asked()) return select_target_without_compiler(device.cc, *why);
+  // Why before asking NVRTC: a deployment whose layers hold this device's exact-arch binaries must
+  // not load the compiler just to learn its arch list; NVRTC loads later only if a module is missing.
+  if (!nvrtc_load_attempted()) {
+    const TargetChoice exact = select_target_without_compiler(device.cc, "the cache layers hold its binaries");
+    if (exact.target && layers_hold(*exact.target)) return exact;
+  }
   return select_target(TargetInputs{device.cc, nvrtc_supported_archs(), nvrtc_version(), driver});
 }
 
