@@ -117,6 +117,21 @@ def main():
         done = run([deploy_test], hidden, cwd=elsewhere)
         check(done.returncode == 0, 'NVRTC hidden: both quantizer modules from the moved bundle, up to the driver',
               done.stdout[-1500:])
+        # Another user: the bundle keys hold no owner, path or $HOME. Only root can switch users,
+        # and CI runs as root; elsewhere this check says it could not run.
+        switch = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups']
+        if os.geteuid() == 0 and shutil.which('setpriv'):
+            for folder in (tmp, tmp / 'image', tmp / 'image' / 'opt', deployed, elsewhere):
+                os.chmod(folder, 0o755)
+        reachable = (os.geteuid() == 0 and shutil.which('setpriv') and
+                     run(switch + ['test', '-x', deploy_test], hidden, cwd=elsewhere).returncode == 0)
+        if reachable:
+            other = run(switch + [deploy_test], hidden, cwd=elsewhere)
+            check(other.returncode == 0, 'another user (uid 65534): both quantizer modules from the same bundle',
+                  other.stdout[-1500:] + other.stderr[-500:])
+        else:
+            print('note: the other-user check did not run: it needs root, setpriv, and a build folder that user '
+                  '65534 can reach')
 
         visible = {k: v for k, v in env.items() if k not in ('KILN_CACHE_DIR', 'KILN_JIT', 'KILN_NVRTC_LIBRARY')}
         visible.update(KILN_CACHE_PATH=str(deployed / 'kernels.kpack'), HOME=str(elsewhere))
