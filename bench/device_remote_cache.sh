@@ -25,6 +25,7 @@ step "fill Redis from one node"; KILN_CACHE_DIR=$w/n1 kiln warm --json; echo "ex
 step "empty disk, warm Redis: info resolves both kernels"
 KILN_CACHE_DIR=$w/n2 kiln info --json | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['devices'][0]['fp8_act_quant'], d['counters']['remote'], 'compiles', d['counters']['compiles'])"; echo "exit $?"
 step "empty disk, warm Redis: selftest"; KILN_CACHE_DIR=$w/n3 kiln selftest; echo "exit $?"
+step "kiln bench: the remote part"; KILN_CACHE_DIR=$w/n4 kiln bench --only host 2>&1 | sed -n '/^== remote/,/^$/p;/warm Redis: worst/p'; echo "exit $?"
 step "bench/remote_cache.py"; python3 bench/remote_cache.py .carry/bin/kiln --runs 9; echo "exit $?"
 } > "$OUT/remote-cache.log" 2>&1
 grep -E "^###|exit|hits|ms/module|compiles per key" -A0 "$OUT/remote-cache.log"

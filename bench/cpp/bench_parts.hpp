@@ -16,6 +16,9 @@ class GpuSession;
 void run_host(const BenchPlan& plan, Report& report);
 /// CPU only: disk-cache hit and eviction pass with 10 and with 10,000 entries (bench_disk.cpp).
 void run_disk(const BenchPlan& plan, Report& report);
+/// CPU only, with KILN_REMOTE_CACHE set: an empty-disk node against a warm Redis, per module
+/// (bench_remote.cpp); skipped, saying why, without it.
+void run_remote(const BenchPlan& plan, Report& report);
 /// GPU: fresh processes for driver start-up, cold and warm JIT (bench_jit.cpp). Run before this
 /// process makes any GPU context of its own, so the children start as a user's process would.
 void run_jit_processes(const BenchPlan& plan, Report& report);

@@ -18,6 +18,7 @@ BenchPlan BenchPlan::make(bool quick) {
   plan.launch_chunks = 6;
   plan.compile_reps = 1;
   plan.disk_loads = 200;
+  plan.remote_nodes = 3;
   return plan;
 }
 

@@ -81,6 +81,7 @@ std::string run_parts(const BenchArgs& args, const bench::BenchPlan& plan, bench
   if (all || args.only == "host") {
     bench::run_host(plan, report);
     bench::run_disk(plan, report);
+    bench::run_remote(plan, report);
   }
   const bool jit = all || args.only == "jit", gpu_parts = all || args.only == "gpu";
   if (!jit && !gpu_parts) return {};
