@@ -53,9 +53,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     app.parse(args);
   } catch (const CLI::ConversionError& e) {
+    // Only the option the message names counts: another option's value may contain "--k ".
     const std::string message = e.what();
     for (const char* option : {"--m ", "--k ", "--sm-count "})
-      if (message.find(option) != std::string::npos) {
+      if (message.rfind(std::string("Could not convert: ") + option, 0) == 0) {
         std::fprintf(stderr, "a number option reached CLI11's conversion unchecked: %s\n", e.what());
         std::abort();
       }
