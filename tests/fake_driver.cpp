@@ -286,8 +286,7 @@ CUresult fake_cuModuleGetFunction(CUfunction* function, CUmodule module, const c
   return CUDA_SUCCESS;
 }
 
-CUresult fake_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                             unsigned bz, unsigned shared, CUstream stream, void** args, void**) {
+CUresult record_launch(const char* call, CUfunction function, FakeLaunch launch) {
   auto& s = state();
   std::function<void()> hook;
   {
@@ -296,7 +295,7 @@ CUresult fake_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsi
   }
   if (hook) hook();
   std::lock_guard lock(s.mutex);
-  if (auto failed = enter(s, "cuLaunchKernel")) return *failed;
+  if (auto failed = enter(s, call)) return *failed;
   const auto value = reinterpret_cast<std::uintptr_t>(function);
   if (s.unloaded.count(value >> 8) != 0) {
     ++s.uses_after_unload;
@@ -306,9 +305,36 @@ CUresult fake_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsi
   const std::size_t index = (value & 0xff) - 1;
   if (found == s.modules.end() || index >= found->second.entries.size()) return CUDA_ERROR_INVALID_HANDLE;
   if (current_stack.empty() || current_stack.back() != found->second.context) return CUDA_ERROR_INVALID_CONTEXT;
-  s.launches.push_back(FakeLaunch{found->second.tag, found->second.entries[index], {gx, gy, gz}, {bx, by, bz},
-                                  shared, stream, args, current_stack.back()});
+  launch.module = found->second.tag;
+  launch.entry = found->second.entries[index];
+  launch.context = current_stack.back();
+  s.launches.push_back(std::move(launch));
   return CUDA_SUCCESS;
+}
+
+CUresult fake_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                             unsigned bz, unsigned shared, CUstream stream, void** args, void**) {
+  return record_launch("cuLaunchKernel", function,
+                       FakeLaunch{{}, {}, {gx, gy, gz}, {bx, by, bz}, shared, stream, args, nullptr, false});
+}
+
+// Records whether the programmatic stream serialization attribute (PDL) was set to 1.
+CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction function, void** args, void**) {
+  if (config == nullptr || (config->numAttrs != 0 && config->attrs == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  bool dependent = false;
+  for (unsigned i = 0; i < config->numAttrs; ++i)
+    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+      dependent = config->attrs[i].value.programmaticStreamSerializationAllowed == 1;
+  return record_launch("cuLaunchKernelEx", function,
+                       FakeLaunch{{},
+                                  {},
+                                  {config->gridDimX, config->gridDimY, config->gridDimZ},
+                                  {config->blockDimX, config->blockDimY, config->blockDimZ},
+                                  config->sharedMemBytes,
+                                  config->hStream,
+                                  args,
+                                  nullptr,
+                                  dependent});
 }
 
 }  // namespace
@@ -340,6 +366,8 @@ driver::DriverApi FakeDriver::api() const {
 #define KILN_FAKE_ENTRY(symbol) api.symbol = fake_##symbol;
   KILN_DRIVER_ENTRY_POINTS(KILN_FAKE_ENTRY)
 #undef KILN_FAKE_ENTRY
+  // Why the one optional entry: the library itself calls it, for PDL launches.
+  api.cuLaunchKernelEx = fake_cuLaunchKernelEx;
   api.loaded = true;
   api.version = Version{13, 0};
   return api;

@@ -32,6 +32,7 @@ struct FakeLaunch {
   CUstream stream;
   void** args;
   CUcontext context;  // current when the launch was made
+  bool dependent;     // through cuLaunchKernelEx with programmatic stream serialization (PDL)
 };
 
 // The one fake driver of the process: the functions in `api()` are plain function pointers, so
@@ -51,7 +52,7 @@ class FakeDriver {
   // `result` and do nothing else.
   void fail_next(const std::string& call, CUresult result, int times = 1);
 
-  // Runs at the start of every cuLaunchKernel, outside the fake's lock (to race a launch).
+  // Runs at the start of every cuLaunchKernel(Ex), outside the fake's lock (to race a launch).
   void on_launch(std::function<void()> hook);
   // Launches of a function whose module was unloaded: on a real driver, a crash or worse.
   int uses_after_unload() const;

@@ -18,6 +18,7 @@ struct RecordedLaunch {
   const void* q;
   const void* scales;
   std::uint32_t k;
+  LaunchOptions options;
 };
 
 class RecordingBackend : public GpuBackend {
@@ -28,11 +29,12 @@ class RecordingBackend : public GpuBackend {
   const std::optional<Target>& target() const override { return target_; }
   KernelHandle try_kernel(std::string_view, std::string_view) override { return {}; }
   KernelHandle try_target_kernel(std::string_view, std::string_view) override { return {}; }
-  void launch(KernelHandle kernel, Dim3 grid, Dim3 block, std::uint32_t shared_bytes, void* stream,
-              void** args) override {
+  using GpuBackend::launch;
+  void launch(KernelHandle kernel, Dim3 grid, Dim3 block, std::uint32_t shared_bytes, void* stream, void** args,
+              LaunchOptions options) override {
     launches.push_back({kernel, grid, block, shared_bytes, stream, *static_cast<const void* const*>(args[0]),
                         *static_cast<const void* const*>(args[1]), *static_cast<const void* const*>(args[2]),
-                        *static_cast<const std::uint32_t*>(args[3])});
+                        *static_cast<const std::uint32_t*>(args[3]), options});
   }
 
   std::vector<RecordedLaunch> launches;

@@ -212,6 +212,59 @@ TEST_CASE("launch refuses handle 0 and another device's handle, and reports driv
   CHECK(f.fake.launches().size() == 1);
 }
 
+TEST_CASE("a PDL launch uses cuLaunchKernelEx with programmatic stream serialization on sm_90+ only") {
+  const LaunchOptions pdl{true};
+  void* stream = reinterpret_cast<void*>(std::uintptr_t{0x5000});
+  SECTION("H200: the attribute is set, grid, block, bytes and stream as asked") {
+    Fixture f;
+    auto gpu = f.backend();
+    const KernelHandle kernel = gpu->try_kernel(SHARED_MODULE, SHARED_ENTRY);
+    REQUIRE(kernel.loaded());
+    CHECK(gpu->launches_dependent(pdl));
+    CHECK_FALSE(gpu->launches_dependent(LaunchOptions{}));
+    gpu->launch(kernel, Dim3{4, 3, 2}, Dim3{128, 2, 1}, 64, stream, nullptr, pdl);
+    gpu->launch(kernel, Dim3{1, 1, 1}, Dim3{128, 1, 1}, 0, stream, nullptr);
+    CHECK(f.fake.calls("cuLaunchKernelEx") == 1);
+    CHECK(f.fake.calls("cuLaunchKernel") == 1);
+    const auto launches = f.fake.launches();
+    REQUIRE(launches.size() == 2);
+    CHECK(launches[0].dependent);
+    CHECK(launches[0].grid[0] == 4);
+    CHECK(launches[0].grid[1] == 3);
+    CHECK(launches[0].grid[2] == 2);
+    CHECK(launches[0].block[1] == 2);
+    CHECK(launches[0].shared_bytes == 64);
+    CHECK(launches[0].stream == static_cast<CUstream>(stream));
+    CHECK(launches[0].context == FakeDriver::context_of(0));
+    CHECK_FALSE(launches[1].dependent);
+
+    f.fake.fail_next("cuLaunchKernelEx", CUDA_ERROR_INVALID_VALUE);
+    CHECK_THROWS_WITH(gpu->launch(kernel, Dim3{}, Dim3{}, 0, nullptr, nullptr, pdl), StartsWith("cuLaunchKernelEx failed"));
+  }
+  SECTION("an sm_86 device launches plainly: PDL needs sm_90") {
+    Fixture f({A6000});
+    auto gpu = f.backend();
+    const KernelHandle kernel = gpu->try_kernel(SHARED_MODULE, SHARED_ENTRY);
+    REQUIRE(kernel.loaded());
+    CHECK_FALSE(gpu->launches_dependent(pdl));
+    gpu->launch(kernel, Dim3{}, Dim3{}, 0, nullptr, nullptr, pdl);
+    CHECK(f.fake.calls("cuLaunchKernelEx") == 0);
+    REQUIRE(f.fake.launches().size() == 1);
+    CHECK_FALSE(f.fake.launches()[0].dependent);
+  }
+  SECTION("a driver without cuLaunchKernelEx (before CUDA 12.0) launches plainly") {
+    Fixture f;
+    f.api.cuLaunchKernelEx = nullptr;
+    auto gpu = f.backend();
+    const KernelHandle kernel = gpu->try_kernel(SHARED_MODULE, SHARED_ENTRY);
+    REQUIRE(kernel.loaded());
+    CHECK_FALSE(gpu->launches_dependent(pdl));
+    gpu->launch(kernel, Dim3{}, Dim3{}, 0, nullptr, nullptr, pdl);
+    REQUIRE(f.fake.launches().size() == 1);
+    CHECK_FALSE(f.fake.launches()[0].dependent);
+  }
+}
+
 TEST_CASE("without a driver every handle is 0 and the reason is clear") {
   FakeDriver::instance().reset();
   const auto api = FakeDriver::missing();

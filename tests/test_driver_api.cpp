@@ -112,7 +112,7 @@ TEST_CASE("driver loader: a driver without cuEventElapsedTime_v2 (before CUDA 12
   }
   CHECK_THROWS_WITH(driver::require_entries(api, driver::optional_entry_points(), "kiln bench"),
                     Contains("lacks cuEventElapsedTime_v2"));
-  // A test table (the fake's) has no optional entries at all: every one is named.
+  // A test table (the fake's) has none of the tests' entries: every one is named.
   CHECK_THROWS_WITH(driver::require_entries(FakeDriver::instance().api(), {"cuMemAlloc_v2", "cuMemFree_v2"}, "x"),
                     Contains("lacks cuMemAlloc_v2, cuMemFree_v2"));
 }

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -11,6 +12,8 @@
 #include "error_of.hpp"
 #include "kiln/error.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
+#include "kiln/ops/group_quant.hpp"
+#include "kiln/ops/quant_launch_options.hpp"
 #include "recording_backend.hpp"
 
 using namespace kiln;
@@ -253,4 +256,39 @@ TEST_CASE("the twin takes a K past the shared kernel's grid-Y limit, on its own 
   // launch() is launch_with with the process's lever.
   const auto by_process = quant.launch(gpu, address(0x10000), address(0x20000), scales, 1, 128, nullptr);
   CHECK(by_process.requested == fp8_act_quant_hopper_enabled());
+}
+
+// Run twice by Meson: plainly, and with KILN_PDL=1 (test fp8_act_quant_launch_pdl).
+TEST_CASE("PDL: the call's option and the process's KILN_PDL reach the backend, on both paths", "[pdl]") {
+  const char* lever = std::getenv("KILN_PDL");
+  const bool process_pdl = lever != nullptr && std::string(lever) == "1";
+  CHECK(pdl_lever() == process_pdl);
+  test::RecordingBackend gpu(132);
+  const Fp8ActQuant quant(SHARED, HOPPER, 132);
+  void* x = address(0x10000);
+  void* q = address(0x20000);
+  auto* scales = static_cast<float*>(address(0x30000));
+  quant.launch(gpu, x, q, scales, 16, 7168, nullptr);
+  quant.launch(gpu, x, q, scales, 16, 7168, nullptr, LaunchOptions{true});
+  quant.launch_with(false, gpu, x, q, scales, 16, 7168, nullptr, LaunchOptions{true});
+
+  // The family's entry point, seed variant: its launch goes through the same Fp8ActQuant.
+  const GroupQuant family = GroupQuant::resolve_with(gpu, QuantVariant{}, quant);
+  QuantArgs args;
+  args.x = x;
+  args.q = q;
+  args.scales = scales;
+  args.m = 16;
+  args.k = 7168;
+  family.launch(gpu, args);
+  args.options.programmatic_dependent = true;
+  family.launch(gpu, args);
+
+  REQUIRE(gpu.launches.size() == 5);
+  CHECK(gpu.launches[0].options.programmatic_dependent == process_pdl);
+  CHECK(gpu.launches[1].options.programmatic_dependent);
+  CHECK(gpu.launches[2].options.programmatic_dependent);
+  CHECK(gpu.launches[2].kernel == SHARED);
+  CHECK(gpu.launches[3].options.programmatic_dependent == process_pdl);
+  CHECK(gpu.launches[4].options.programmatic_dependent);
 }

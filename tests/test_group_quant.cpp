@@ -144,6 +144,13 @@ TEST_CASE("C ABI: params start as the seed variant, and every field is checked")
   CHECK(kiln_quant_scales_bytes(&params, 5, 768, &bytes) == KILN_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(kiln_last_error()).find("'group': expected one of 32, 64, 128, got '96'") != std::string::npos);
   params.group = 128;
+  params.flags = KILN_QUANT_FLAG_PDL;
+  CHECK(kiln_quant_scales_bytes(&params, 5, 768, &bytes) == KILN_OK);
+  params.flags = 2;
+  CHECK(kiln_quant_scales_bytes(&params, 5, 768, &bytes) == KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(kiln_last_error()) ==
+        "invalid argument 'params->flags': expected a combination of KILN_QUANT_FLAG_PDL (1), got 2");
+  params.flags = 0;
   params.struct_size = 8;
   CHECK(kiln_quant_scales_bytes(&params, 5, 768, &bytes) == KILN_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(kiln_last_error()) == "invalid argument 'params->struct_size': expected at least 48, got 8");

@@ -10,6 +10,7 @@
 #include "bench_report.hpp"
 #include "bench_stats.hpp"
 #include "driver/driver_check.hpp"
+#include "driver/kernel_launch.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
 
 namespace kiln::bench {
@@ -81,34 +82,51 @@ std::string ratio_text(double value) { return std::isnan(value) ? "-" : fixed(va
 }  // namespace
 
 void run_decode(const BenchPlan& plan, GpuSession& gpu, Report& report) {
-  const CUfunction empty = gpu.function(BENCH_MODULE, BENCH_EMPTY);
-  const LaunchTimes empty_times = time_launches(plan, gpu, [&](CUstream stream) {
-    const void* x = nullptr;
-    void* q = nullptr;
-    float* scales = nullptr;
-    std::uint32_t k = ops::FP8_QUANT_GROUP;
-    void* args[] = {&x, &q, &scales, &k};
-    // Why the raw call: the empty kernel is the floor of any launch; kiln's own cost per launch
-    // is measured on its own (launch overhead), and the arms below pay it.
-    driver::check(gpu.api(),
-                  gpu.api().cuLaunchKernel(empty, 1, 1, 1, ops::FP8_QUANT_GROUP, 1, 1, 0, stream, args, nullptr),
-                  "cuLaunchKernel");
-  });
+  // Why raw calls: the empty kernel is the floor of any launch; kiln's own cost per launch is
+  // measured on its own (launch overhead), and the arms below pay it.
+  const auto time_empty = [&](std::string_view entry, bool dependent) {
+    const CUfunction empty = gpu.function(BENCH_MODULE, entry);
+    return time_launches(plan, gpu, [&](CUstream stream) {
+      const void* x = nullptr;
+      void* q = nullptr;
+      float* scales = nullptr;
+      std::uint32_t k = ops::FP8_QUANT_GROUP;
+      void* args[] = {&x, &q, &scales, &k};
+      driver::check(gpu.api(),
+                    driver::launch_kernel(gpu.api(), empty, Dim3{1, 1, 1}, Dim3{ops::FP8_QUANT_GROUP, 1, 1}, 0, stream,
+                                          args, dependent),
+                    driver::launch_call_name(dependent));
+    });
+  };
+  const LaunchTimes empty_times = time_empty(BENCH_EMPTY, false);
+  // PDL as kiln launches it here: plain where the device or driver has none (see LaunchOptions).
+  const LaunchOptions pdl{true};
+  const bool pdl_runs = gpu.backend().launches_dependent(pdl);
+  const LaunchTimes empty_pdl_times = time_empty(BENCH_EMPTY_PDL, pdl_runs);
 
   Table table;
   table.id = "decode";
   table.title = "decode: us per launch, " + std::to_string(plan.decode_batch) +
                 " launches back to back on one stream (batch) and as one CUDA graph (graph), median of " +
                 std::to_string(plan.decode_reps) +
-                "; arms through kiln's launch, the empty kernel (grid 1, block 128) raw";
-  table.columns = {"M",          "K",    "shared batch",     "shared graph",    "twin batch",
-                   "twin graph", "pick", "pick/empty batch", "pick/empty graph"};
+                "; arms through kiln's launch, the empty kernel (grid 1, block 128) raw; PDL: the picked arm "
+                "launched with programmatic dependent launch, against the empty kernel with the same "
+                "grid-dependency steps launched the same way";
+  table.columns = {"M",          "K",    "shared batch",     "shared graph",     "twin batch", "twin graph",
+                   "pick",       "pick/empty batch", "pick/empty graph", "pick PDL batch", "pick PDL graph",
+                   "PDL/empty PDL batch"};
   table.add({"empty", "-", "-", "-", "-", "-", "-", fixed(empty_times.batch_us, 2) + " us",
-             fixed(empty_times.graph_us, 2) + " us"},
-            {{"kernel", "empty"}, {"batch_us", empty_times.batch_us}, {"graph_us", empty_times.graph_us}});
+             fixed(empty_times.graph_us, 2) + " us", fixed(empty_pdl_times.batch_us, 2) + " us",
+             fixed(empty_pdl_times.graph_us, 2) + " us", "-"},
+            {{"kernel", "empty"},
+             {"batch_us", empty_times.batch_us},
+             {"graph_us", empty_times.graph_us},
+             {"pdl_batch_us", empty_pdl_times.batch_us},
+             {"pdl_graph_us", empty_pdl_times.graph_us},
+             {"pdl_in_effect", pdl_runs}});
 
-  double worst_batch = 0, worst_graph = 0;
-  std::string worst_batch_shape, worst_graph_shape;
+  double worst_batch = 0, worst_graph = 0, worst_pdl = 0;
+  std::string worst_batch_shape, worst_graph_shape, worst_pdl_shape;
   for (std::uint32_t m : arm_ms()) {
     if (m > DECODE_MAX_M) continue;
     for (std::uint32_t k : arm_ks()) {
@@ -124,7 +142,16 @@ void run_decode(const BenchPlan& plan, GpuSession& gpu, Report& report) {
       const LaunchTimes& picked = pick_twin ? twin : shared;
       const double batch_ratio = picked.batch_us / empty_times.batch_us;
       const double graph_ratio = picked.graph_us / empty_times.graph_us;
+      const LaunchTimes picked_pdl = time_launches(plan, gpu, [&](CUstream stream) {
+        launch_quant(gpu, pick_twin ? gpu.quant().hopper() : gpu.quant().shared(), pick_twin, m, k, buffers.next(),
+                     stream, pdl);
+      });
+      const double pdl_ratio = picked_pdl.batch_us / empty_pdl_times.batch_us;
       const std::string shape = std::to_string(m) + " x " + std::to_string(k);
+      if (pdl_ratio > worst_pdl) {
+        worst_pdl = pdl_ratio;
+        worst_pdl_shape = shape;
+      }
       if (batch_ratio > worst_batch) {
         worst_batch = batch_ratio;
         worst_batch_shape = shape;
@@ -139,14 +166,18 @@ void run_decode(const BenchPlan& plan, GpuSession& gpu, Report& report) {
                             {"shared_graph_us", shared.graph_us},
                             {"pick", pick_twin ? "twin" : "shared"},
                             {"pick_over_empty_batch", batch_ratio},
-                            {"pick_over_empty_graph", graph_ratio}};
+                            {"pick_over_empty_graph", graph_ratio},
+                            {"pick_pdl_batch_us", picked_pdl.batch_us},
+                            {"pick_pdl_graph_us", picked_pdl.graph_us},
+                            {"pick_pdl_over_empty_pdl_batch", pdl_ratio}};
       if (gpu.quant().twin_present()) {
         record["twin_batch_us"] = twin.batch_us;
         record["twin_graph_us"] = twin.graph_us;
       }
       table.add({std::to_string(m), std::to_string(k), fixed(shared.batch_us, 2), fixed(shared.graph_us, 2),
                  fixed(twin.batch_us, 2), fixed(twin.graph_us, 2), pick_twin ? "twin" : "shared",
-                 ratio_text(batch_ratio), ratio_text(graph_ratio)},
+                 ratio_text(batch_ratio), ratio_text(graph_ratio), fixed(picked_pdl.batch_us, 2),
+                 fixed(picked_pdl.graph_us, 2), ratio_text(pdl_ratio)},
                 std::move(record));
     }
   }
@@ -167,6 +198,14 @@ void run_decode(const BenchPlan& plan, GpuSession& gpu, Report& report) {
        "<= 1.2x",
        worst_graph <= 1.2,
        {{"ratio", worst_graph}, {"empty_us", empty_times.graph_us}}});
+  report.add_target(
+      {"decode (M <= 16), picked arm with PDL, back-to-back launches: worst ratio to the empty kernel with PDL" +
+           std::string(pdl_runs ? "" : " (PDL not in effect on this device: both launched plainly)"),
+       ratio_text(worst_pdl) + " at " + worst_pdl_shape + " (empty with PDL " + fixed(empty_pdl_times.batch_us, 2) +
+           " us)",
+       "<= 1.0x",
+       worst_pdl <= 1.0,
+       {{"ratio", worst_pdl}, {"empty_pdl_us", empty_pdl_times.batch_us}, {"pdl_in_effect", pdl_runs}}});
 }
 
 }  // namespace kiln::bench

@@ -173,14 +173,15 @@ ShapeBuffers::Slot ShapeBuffers::next() {
 }
 
 void launch_quant(GpuSession& gpu, KernelHandle handle, bool twin, std::uint32_t m, std::uint32_t k,
-                  const ShapeBuffers::Slot& slot, CUstream stream) {
+                  const ShapeBuffers::Slot& slot, CUstream stream, LaunchOptions options) {
   const auto grid = ops::fp8_quant_grid(twin, m, k);
   const void* x = slot.x;
   void* q = slot.q;
   float* scales = slot.scales;
   std::uint32_t k_arg = k;
   void* args[] = {&x, &q, &scales, &k_arg};
-  gpu.backend().launch(handle, Dim3{grid[0], grid[1], grid[2]}, Dim3{ops::FP8_QUANT_GROUP, 1, 1}, 0, stream, args);
+  gpu.backend().launch(handle, Dim3{grid[0], grid[1], grid[2]}, Dim3{ops::FP8_QUANT_GROUP, 1, 1}, 0, stream, args,
+                       options);
 }
 
 double time_arm_us(GpuSession& gpu, ShapeBuffers& buffers, KernelHandle handle, bool twin, int launches) {

@@ -102,9 +102,9 @@ class ShapeBuffers {
 };
 
 /// One quantizer launch through kiln (`backend().launch`) with `handle`, the grid of its own arm
-/// (`fp8_quant_grid(twin, m, k)`) and block 128, on `stream`.
+/// (`fp8_quant_grid(twin, m, k)`) and block 128, on `stream`, with `options` (PDL).
 void launch_quant(GpuSession& gpu, KernelHandle handle, bool twin, std::uint32_t m, std::uint32_t k,
-                  const ShapeBuffers::Slot& slot, CUstream stream);
+                  const ShapeBuffers::Slot& slot, CUstream stream, LaunchOptions options = {});
 
 /// Median µs of one launch of `arm`, over `launches` launches each between its own pair of events,
 /// all queued behind a spin so they run back to back and host latency stays out. Warm-up launches

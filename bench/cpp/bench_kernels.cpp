@@ -5,7 +5,15 @@ namespace kiln::bench {
 namespace {
 
 constexpr std::string_view SOURCE = R"cuda(
+#include "grid_dependency.cuh"
+
 extern "C" __global__ void kiln_bench_empty(const unsigned short*, unsigned char*, float*, unsigned int) {}
+
+// The empty kernel as a PDL launch of kiln's runs it: the grid-dependency steps every kiln
+// quantizer takes at its start, and nothing else.
+extern "C" __global__ void kiln_bench_empty_pdl(const unsigned short*, unsigned char*, float*, unsigned int) {
+  kiln::pdl::enter_stream_order();
+}
 
 __device__ __forceinline__ unsigned long long global_ns() {
   unsigned long long t;
@@ -46,7 +54,7 @@ extern "C" __global__ void kiln_bench_fill(unsigned short* x, unsigned long long
 const KernelSource& bench_kernel_source() {
   static const KernelSource source{std::string(BENCH_MODULE),
                                    "common",
-                                   {std::string(BENCH_EMPTY), std::string(BENCH_SPIN), std::string(BENCH_FILL)},
+                                   {std::string(BENCH_EMPTY), std::string(BENCH_EMPTY_PDL), std::string(BENCH_SPIN), std::string(BENCH_FILL)},
                                    SOURCE,
                                    ""};
   return source;

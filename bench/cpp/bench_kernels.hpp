@@ -1,6 +1,7 @@
 #pragma once
 // The benchmark's own CUDA module, compiled and loaded by kiln like any embedded one:
 // - kiln_bench_empty: the quantizer's signature and no body, the reference for launch overhead;
+//   kiln_bench_empty_pdl: the same plus the grid-dependency steps, the reference for PDL launches;
 // - kiln_bench_spin: one thread waits `ns` nanoseconds of the GPU's global timer, so the launches
 //   queued behind it start back to back, untouched by host latency;
 // - kiln_bench_fill: pseudo-random bf16 with group scales spread over 2^-20..2^20 (never zeros,
@@ -14,6 +15,7 @@ namespace kiln::bench {
 
 inline constexpr std::string_view BENCH_MODULE = "kiln_bench";
 inline constexpr std::string_view BENCH_EMPTY = "kiln_bench_empty";
+inline constexpr std::string_view BENCH_EMPTY_PDL = "kiln_bench_empty_pdl";
 inline constexpr std::string_view BENCH_SPIN = "kiln_bench_spin";
 inline constexpr std::string_view BENCH_FILL = "kiln_bench_fill";
 

@@ -19,6 +19,16 @@ struct Dim3 {
   std::uint32_t z = 1;
 };
 
+/// How one launch is ordered against the work before it on its stream.
+struct LaunchOptions {
+  /// Programmatic dependent launch (PDL, sm_90 and later): the kernel may be scheduled while the
+  /// previous kernel on the stream is still finishing, hiding launch latency between small
+  /// kernels. Only for kernels that execute `griddepcontrol.wait` before touching memory (every
+  /// kiln quantizer does): that wait gives them the stream order back. Ignored (a plain launch)
+  /// on older GPUs and drivers without cuLaunchKernelEx, where the result is the same.
+  bool programmatic_dependent = false;
+};
+
 /// One device as the driver reports it.
 struct DeviceInfo {
   int ordinal = 0;
@@ -48,7 +58,11 @@ class GpuBackend {
   /// `args` is the driver's kernel-parameter array. Throws kiln::Error on a handle this backend did
   /// not return, a zero handle, or a driver failure.
   virtual void launch(KernelHandle kernel, Dim3 grid, Dim3 block, std::uint32_t shared_bytes,
-                      void* stream, void** args) = 0;
+                      void* stream, void** args, LaunchOptions options) = 0;
+  /// `launch` in stream order (no PDL).
+  void launch(KernelHandle kernel, Dim3 grid, Dim3 block, std::uint32_t shared_bytes, void* stream, void** args) {
+    launch(kernel, grid, block, shared_bytes, stream, args, LaunchOptions{});
+  }
 };
 
 /// The original design's free-function forms.

@@ -236,6 +236,12 @@ kiln_status kiln_fp8_act_quant(kiln_service* service, const void* x, void* q, fl
 #define KILN_QUANT_SCALES_COL_TMA 2      /**< fp32 [k/group, m padded to 4] */
 #define KILN_QUANT_SCALES_UE8M0_PACKED 3 /**< int32 [ceil(k/group/4), m padded to 4], 4 exponents each */
 
+/** kiln_quant_params.flags: launch with programmatic dependent launch (PDL, sm_90 and later): the
+ *  kernel may start while the previous kernel on the stream finishes and waits in-kernel for its
+ *  results, hiding launch latency between back-to-back kernels. Same results; ignored on older
+ *  GPUs. KILN_PDL=1 turns it on for every call of the process. */
+#define KILN_QUANT_FLAG_PDL 1u
+
 /**
  * One variant of the quantizer family and the call's options (kiln::ops::QuantVariant and
  * QuantArgs; kiln/ops/group_quant.hpp states the numerics and layouts). Fill it with
@@ -252,7 +258,7 @@ typedef struct kiln_quant_params {
   int32_t silu_and_mul;  /**< 1: x is [m, 2k], quantize silu(x[:, :k]) * x[:, k:]; default 0 */
   float eps;             /**< floor of a group's max |x|: finite, >= 0 (default 1e-10) */
   uint64_t x_row_stride; /**< elements between rows of x; 0: dense (default) */
-  uint32_t flags;        /**< 0; reserved for launch options */
+  uint32_t flags;        /**< KILN_QUANT_FLAG_* bits (default 0) */
   uint32_t reserved;     /**< 0 */
 } kiln_quant_params;
 #define KILN_QUANT_PARAMS_V1_SIZE 48u

@@ -24,6 +24,7 @@
 // aligned to VEC_OUT bytes (8 for 16-bit input, 4 for fp32) and scales 4-byte aligned
 // (kiln::ops::GroupQuant checks this before launching).
 #include "quant_numerics.cuh"
+#include "grid_dependency.cuh"
 
 #if !defined(KILN_Q_IN) || !defined(KILN_Q_GROUP) || !defined(KILN_Q_OUT) || !defined(KILN_Q_SCALES) || \
     !defined(KILN_Q_UE8M0) || !defined(KILN_Q_SILU)
@@ -100,6 +101,7 @@ __device__ __forceinline__ unsigned codes2(float lo, float hi, const kiln::fp8::
 extern "C" __global__ __launch_bounds__(THREADS) void per_token_group_quant(
     const void* __restrict__ x, unsigned char* __restrict__ q, void* __restrict__ scales, unsigned long long m,
     unsigned int groups, unsigned long long row_stride, unsigned int scale_rows, float eps) {
+  kiln::pdl::enter_stream_order();
   const unsigned lane = threadIdx.x % LANES;
   const unsigned slot = threadIdx.x / LANES;
   unsigned long long row;

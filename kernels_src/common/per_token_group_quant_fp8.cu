@@ -5,6 +5,7 @@
 // multiple of 128. The Hopper twin (kernels_src/hopper/fp8_act_quant_hopper.cu) takes the same
 // arguments and writes the same bytes.
 #include "fp8_e4m3.cuh"
+#include "grid_dependency.cuh"
 
 namespace {
 constexpr unsigned THREADS = kiln::fp8::GROUP;
@@ -16,6 +17,7 @@ extern "C" __global__ __launch_bounds__(THREADS) void per_token_group_quant_fp8(
     const unsigned short* __restrict__ x, unsigned char* __restrict__ q, float* __restrict__ scales,
     unsigned int k) {
   __shared__ float warp_absmax[WARPS];
+  kiln::pdl::enter_stream_order();
   const unsigned tid = threadIdx.x;
   const unsigned groups = k / kiln::fp8::GROUP;
   const size_t row = blockIdx.x;

@@ -12,6 +12,7 @@
 // as one reciprocal per group plus an fma correction per element saves issue slots at no cost in
 // bytes. Plain `-Xptxas -v`: 40 registers, no spills, no local memory.
 #include "fp8_e4m3.cuh"
+#include "grid_dependency.cuh"
 
 namespace {
 constexpr unsigned HQ_THREADS = 128;
@@ -68,6 +69,7 @@ __device__ __forceinline__ void quantize_slice(const uint4 (&v)[HQ_VECS], unsign
 extern "C" __global__ __launch_bounds__(HQ_THREADS) void per_token_group_quant_fp8_hopper(
     const unsigned short* __restrict__ x, unsigned char* __restrict__ q, float* __restrict__ scales,
     unsigned int k) {
+  kiln::pdl::enter_stream_order();
   const unsigned sub = threadIdx.x / HQ_LANES;
   const unsigned lane = threadIdx.x % HQ_LANES;
   const unsigned groups = k / kiln::fp8::GROUP;

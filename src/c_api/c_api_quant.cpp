@@ -44,7 +44,8 @@ std::pair<ops::QuantVariant, ops::QuantArgs> from_c(const kiln_quant_params* in)
   require_in(params.scales, KILN_QUANT_SCALES_UE8M0_PACKED, "params->scales");
   require_flag(params.ue8m0, "params->ue8m0");
   require_flag(params.silu_and_mul, "params->silu_and_mul");
-  if (params.flags != 0) kiln::throw_invalid_argument("params->flags", "0 (no launch options defined)", std::to_string(params.flags));
+  if ((params.flags & ~KILN_QUANT_FLAG_PDL) != 0)
+    kiln::throw_invalid_argument("params->flags", "a combination of KILN_QUANT_FLAG_PDL (1)", std::to_string(params.flags));
   ops::QuantVariant variant;
   variant.input = static_cast<ops::QuantInput>(params.input);
   variant.group = params.group;
@@ -56,6 +57,7 @@ std::pair<ops::QuantVariant, ops::QuantArgs> from_c(const kiln_quant_params* in)
   ops::QuantArgs args;
   args.eps = params.eps;
   args.x_row_stride = params.x_row_stride;
+  args.options.programmatic_dependent = (params.flags & KILN_QUANT_FLAG_PDL) != 0;
   return {variant, args};
 }
 

@@ -9,6 +9,7 @@
 #include "driver/devices.hpp"
 #include "driver/driver_api.hpp"
 #include "driver/driver_check.hpp"
+#include "driver/kernel_launch.hpp"
 #include "driver/primary_context.hpp"
 #include "jit/nvrtc.hpp"
 #include "kiln/error.hpp"
@@ -151,19 +152,23 @@ KernelHandle CudaBackend::try_target_kernel(std::string_view module, std::string
   return modules_ ? modules_->kernel(module, entry, FamilyRule::carried_by_target) : KernelHandle{};
 }
 
+bool CudaBackend::launches_dependent(LaunchOptions options) const noexcept {
+  return options.programmatic_dependent && device_.cc.major >= 9 && api_.cuLaunchKernelEx != nullptr;
+}
+
 void CudaBackend::launch(KernelHandle kernel, Dim3 grid, Dim3 block, std::uint32_t shared_bytes, void* stream,
-                         void** args) {
+                         void** args, LaunchOptions options) {
   if (!modules_)
     throw_error("cannot launch on device " + std::to_string(device_.ordinal) + ": " + unavailable_reason_,
                 ErrorContext{"launch", {}, {}, {}, {}});
   // Why held until the launch returns: `loaded` keeps the module loaded against a clear() meanwhile.
   const LoadedKernel loaded = modules_->resolve(kernel);
   driver::ScopedCurrent current(*context_);
-  const CUresult result = api_.cuLaunchKernel(static_cast<CUfunction>(loaded.function), grid.x, grid.y, grid.z,
-                                              block.x, block.y, block.z, shared_bytes, static_cast<CUstream>(stream),
-                                              args, nullptr);
+  const bool dependent = launches_dependent(options);
+  const CUresult result = driver::launch_kernel(api_, static_cast<CUfunction>(loaded.function), grid, block,
+                                                shared_bytes, static_cast<CUstream>(stream), args, dependent);
   if (result != CUDA_SUCCESS)
-    driver::throw_driver_error(api_, result, "cuLaunchKernel",
+    driver::throw_driver_error(api_, result, driver::launch_call_name(dependent),
                                ErrorContext{{}, std::string(loaded.module), target_->name(), {}, {}});
 }
 

@@ -89,9 +89,14 @@ class CudaBackend final : public GpuBackend {
   KernelHandle try_kernel(std::string_view module, std::string_view entry) override;
   KernelHandle try_target_kernel(std::string_view module, std::string_view entry) override;
   /// See GpuBackend. Makes the primary context current for the call (restoring the caller's) and
-  /// launches with cuLaunchKernel; a driver failure is kiln::Error with call "cuLaunchKernel".
-  void launch(KernelHandle kernel, Dim3 grid, Dim3 block, std::uint32_t shared_bytes, void* stream,
-              void** args) override;
+  /// launches with cuLaunchKernel, or with cuLaunchKernelEx and the programmatic stream
+  /// serialization attribute for a PDL launch on an sm_90+ device whose driver has it; a driver
+  /// failure is kiln::Error naming the call.
+  using GpuBackend::launch;
+  void launch(KernelHandle kernel, Dim3 grid, Dim3 block, std::uint32_t shared_bytes, void* stream, void** args,
+              LaunchOptions options) override;
+  /// Whether a launch with `options` here uses PDL (see LaunchOptions::programmatic_dependent).
+  bool launches_dependent(LaunchOptions options) const noexcept;
 
   /// This device's memory-cache counters; all zero when unavailable.
   ModuleCacheCounters counters() const noexcept;

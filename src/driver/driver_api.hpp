@@ -52,10 +52,12 @@ namespace kiln::driver {
   X(cuModuleGetFunction)            \
   X(cuLaunchKernel)
 
-/// Memory, streams, events and graphs: used by the GPU tests, the benchmark and `kiln selftest`,
-/// never by the library. Optional: null when the driver lacks them (and in test fakes); callers
-/// check with require_entries before use.
+/// Memory, streams, events and graphs: used by the GPU tests, the benchmark and `kiln selftest`;
+/// and cuLaunchKernelEx, which the library uses only for PDL launches and does without (a plain
+/// launch gives the same result) when a driver before CUDA 12.0 lacks it. Optional: null when the
+/// driver lacks them (and in test fakes); callers check with require_entries before use.
 #define KILN_DRIVER_MEMORY_ENTRY_POINTS(X) \
+  X(cuLaunchKernelEx)               \
   X(cuCtxSynchronize)               \
   X(cuMemAlloc_v2)                  \
   X(cuMemFree_v2)                   \

@@ -4,6 +4,7 @@
 #include "kiln/error.hpp"
 #include "kiln/gpu_backend.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
+#include "kiln/ops/quant_launch_options.hpp"
 #include "ops/pointer_checks.hpp"
 
 namespace kiln::ops {
@@ -31,12 +32,12 @@ void fp8_quant_require_launchable(const Fp8QuantPick& chosen, std::uint32_t m, s
 }
 
 Fp8QuantPick Fp8ActQuant::launch(GpuBackend& gpu, const void* x, void* q, float* scales, std::uint32_t m,
-                                 std::uint32_t k, void* stream) const {
-  return launch_with(fp8_act_quant_hopper_enabled(), gpu, x, q, scales, m, k, stream);
+                                 std::uint32_t k, void* stream, LaunchOptions options) const {
+  return launch_with(fp8_act_quant_hopper_enabled(), gpu, x, q, scales, m, k, stream, options);
 }
 
 Fp8QuantPick Fp8ActQuant::launch_with(bool requested, GpuBackend& gpu, const void* x, void* q, float* scales,
-                                      std::uint32_t m, std::uint32_t k, void* stream) const {
+                                      std::uint32_t m, std::uint32_t k, void* stream, LaunchOptions options) const {
   // Why: the twin reads x as uint4 (16 bytes) and writes q as uint2 (8 bytes); rows stay aligned
   // because K is a multiple of 128. A null pointer counts as aligned; its own check names it.
   const bool twin_aligned = aligned(x, 16) && aligned(q, 8);
@@ -59,7 +60,7 @@ Fp8QuantPick Fp8ActQuant::launch_with(bool requested, GpuBackend& gpu, const voi
   std::uint32_t k_arg = k;
   void* args[] = {&x, &q, &scales, &k_arg};
   gpu.launch(chosen.kernel, Dim3{chosen.grid[0], chosen.grid[1], chosen.grid[2]}, Dim3{BLOCK_THREADS, 1, 1}, 0,
-             stream, args);
+             stream, args, quant_launch_options(options));
   return chosen;
 }
 

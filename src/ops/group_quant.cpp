@@ -7,6 +7,7 @@
 #include "jit/variants.hpp"
 #include "kiln/error.hpp"
 #include "kiln/gpu_backend.hpp"
+#include "kiln/ops/quant_launch_options.hpp"
 #include "ops/pointer_checks.hpp"
 
 namespace kiln::ops {
@@ -171,7 +172,7 @@ QuantLaunch GroupQuant::launch(GpuBackend& gpu, const QuantArgs& args) const {
   if (variant_.is_seed() && seed_.available() && seed_can_take(args)) {
     done.seed_path = true;
     done.fp8 = seed_.launch(gpu, args.x, args.q, static_cast<float*>(args.scales), static_cast<std::uint32_t>(args.m),
-                            static_cast<std::uint32_t>(args.k), args.stream);
+                            static_cast<std::uint32_t>(args.k), args.stream, args.options);
     return done;
   }
   // The seed variant reaches the family kernel only for calls its own kernels cannot take.
@@ -190,7 +191,8 @@ QuantLaunch GroupQuant::launch(GpuBackend& gpu, const QuantArgs& args) const {
   auto rows = static_cast<std::uint32_t>(scale_rows(variant_, args.m));
   float eps = args.eps;
   void* kernel_args[] = {&x, &q, &scales, &m, &groups, &row_stride, &rows, &eps};
-  gpu.launch(done.kernel, Dim3{done.grid[0], 1, 1}, Dim3{FAMILY_THREADS, 1, 1}, 0, args.stream, kernel_args);
+  gpu.launch(done.kernel, Dim3{done.grid[0], 1, 1}, Dim3{FAMILY_THREADS, 1, 1}, 0, args.stream, kernel_args,
+             quant_launch_options(args.options));
   return done;
 }
 

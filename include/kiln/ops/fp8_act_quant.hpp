@@ -18,12 +18,9 @@
 #include <string_view>
 #include <utility>
 
+#include "kiln/gpu_backend.hpp"
 #include "kiln/kernel_handle.hpp"
 #include "kiln/ops/fp8_act_quant_floor.hpp"
-
-namespace kiln {
-class GpuBackend;
-}
 
 namespace kiln::ops {
 
@@ -153,11 +150,12 @@ class Fp8ActQuant {
   /// `m` <= 2^31-1 (grid X); for the shared kernel `k/128` <= 65535 (grid Y). `m == 0` or
   /// `k == 0` is a no-op. Throws kiln::Error when no kernel is available. Returns the pick used
   /// (`action` launch or noop); the shape checks are `fp8_quant_action`'s, the same as every pick's.
+  /// `options` with the process's `KILN_PDL` folded in (quant_launch_options) go to the launch.
   Fp8QuantPick launch(GpuBackend& gpu, const void* x, void* q, float* scales, std::uint32_t m,
-                      std::uint32_t k, void* stream) const;
+                      std::uint32_t k, void* stream, LaunchOptions options = {}) const;
   /// `launch` with an explicit lever value instead of the process's, as `pick_with` is to `pick`.
   Fp8QuantPick launch_with(bool requested, GpuBackend& gpu, const void* x, void* q, float* scales,
-                           std::uint32_t m, std::uint32_t k, void* stream) const;
+                           std::uint32_t m, std::uint32_t k, void* stream, LaunchOptions options = {}) const;
 
   /// The handle this `(m, k)` launches.
   KernelHandle kernel(std::uint32_t m, std::uint32_t k) const { return pick(m, k).kernel; }

@@ -78,6 +78,8 @@ struct QuantArgs {
   std::uint64_t x_row_stride = 0;
   float eps = 1e-10f;        ///< floor of the group max: finite, >= 0
   void* stream = nullptr;    ///< a CUstream (nullptr: the legacy default stream)
+  /// PDL and the like; the process's `KILN_PDL` is folded in (quant_launch_options).
+  LaunchOptions options;
 };
 
 /// Bytes of the scales buffer for `(m, k)`: what the caller allocates.

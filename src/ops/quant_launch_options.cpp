@@ -1,0 +1,14 @@
+#include "kiln/ops/quant_launch_options.hpp"
+
+#include "base/env.hpp"
+
+namespace kiln::ops {
+
+bool pdl_lever() {
+  // Why off by default: PDL lets a kiln kernel overlap the kernel before it, which is only a gain
+  // when launches are back to back; the caller or the operator opts in.
+  static const bool enabled = switch_lever("KILN_PDL", false);
+  return enabled;
+}
+
+}  // namespace kiln::ops
