@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "cache/fleet_signing.hpp"
 #include "cache/remote/remote_config.hpp"
 #include "kiln/error.hpp"
 
@@ -67,7 +68,7 @@ std::string write_file(const std::string& name, const std::string& text, mode_t 
 
 std::string secret_error(const std::string& path) {
   try {
-    read_secret_file(path);
+    read_fleet_key_file(path);
   } catch (const Error& e) {
     return e.what();
   }
@@ -76,11 +77,11 @@ std::string secret_error(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("read_secret_file takes a private file of at least 16 bytes and drops the newline") {
+TEST_CASE("read_fleet_key_file takes a private file of at least 16 bytes and drops the newline") {
   const auto good = write_file("good", "0123456789abcdef0123\n", 0600);
-  CHECK(read_secret_file(good) == "0123456789abcdef0123");
+  CHECK(read_fleet_key_file(good) == "0123456789abcdef0123");
   const auto read_only = write_file("ro", "0123456789abcdef", 0400);
-  CHECK(read_secret_file(read_only) == "0123456789abcdef");
+  CHECK(read_fleet_key_file(read_only) == "0123456789abcdef");
 
   const auto loose = write_file("loose", "0123456789abcdef0123\n", 0644);
   CHECK(secret_error(loose).find("mode 0644") != std::string::npos);

@@ -1,19 +1,19 @@
 #pragma once
 /// @file
-/// The optional bundle signature: HMAC-SHA256 (OpenSSL libcrypto) with the fleet cache's key, the
-/// file named by `KILN_REMOTE_CACHE_KEY_FILE`. Small and self-contained on purpose: the Redis tier
-/// (issue 18) reads the same key file with its own helper; the two are meant to merge into one.
+/// The optional bundle signature: HMAC-SHA256 with the fleet cache's key, the file named by
+/// `KILN_REMOTE_CACHE_KEY_FILE` (read and signed by cache/fleet_signing.hpp, as the Redis tier does).
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "cache/fleet_signing.hpp"
+
 namespace kiln::bundle {
 
-using Signature = std::array<std::uint8_t, 32>;
+using Signature = Hmac;
 
 /// A secret key, as read from the key file.
 struct SigningKey {
@@ -21,9 +21,8 @@ struct SigningKey {
   std::string file;  ///< where it came from, for messages
 };
 
-/// The key in `path`: a regular file owned by this user with mode 0600 or stricter (no group or
-/// other bits), at least 16 bytes (one trailing newline is not part of the key). Throws kiln::Error
-/// naming the file and what is wrong.
+/// The key in `path`, by read_fleet_key_file's rules. Throws kiln::Error naming the file and what
+/// is wrong.
 SigningKey read_signing_key(const std::string& path);
 
 /// `KILN_REMOTE_CACHE_KEY_FILE`'s key, or nothing when the variable is unset. Throws as

@@ -1,16 +1,11 @@
 // RemoteCacheConfig::from_env and the pieces it parses: the Redis URL and the signing key file.
 #include "cache/remote/remote_config.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <limits>
 
 #include "base/env.hpp"
 #include "base/log.hpp"
+#include "cache/fleet_signing.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln {
@@ -113,47 +108,6 @@ RedisEndpoint parse_redis_url(std::string_view url) {
   return endpoint;
 }
 
-std::string read_secret_file(const std::string& path) {
-  auto fail = [&](const std::string& why) -> std::string {
-    throw_error("KILN_REMOTE_CACHE_KEY_FILE '" + path + "': " + why);
-  };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return fail(std::strerror(errno));
-  struct stat info {};
-  std::string secret;
-  std::string problem;
-  if (::fstat(fd, &info) != 0) {
-    problem = std::strerror(errno);
-  } else if (!S_ISREG(info.st_mode)) {
-    problem = "not a regular file";
-  } else if (info.st_uid != ::geteuid()) {
-    problem = "owned by uid " + std::to_string(info.st_uid) + ", not by this user";
-  } else if ((info.st_mode & 077) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(info.st_mode & 07777));
-    problem = std::string("mode ") + mode + ": group or others may read it (expected 0600 or 0400)";
-  } else if (info.st_size > (1 << 20)) {
-    problem = "larger than 1 MiB";
-  } else {
-    secret.resize(static_cast<std::size_t>(info.st_size));
-    std::size_t got = 0;
-    while (got < secret.size()) {
-      const ssize_t n = ::read(fd, secret.data() + got, secret.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        problem = n < 0 ? std::strerror(errno) : "shorter than its size";
-        break;
-      }
-      got += static_cast<std::size_t>(n);
-    }
-  }
-  ::close(fd);
-  if (!problem.empty()) return fail(problem);
-  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
-  if (secret.size() < 16) return fail("the secret has " + std::to_string(secret.size()) + " bytes, expected at least 16");
-  return secret;
-}
-
 RemoteCacheConfig RemoteCacheConfig::from_env() {
   RemoteCacheConfig config;
   config.connect_timeout = ms_from_env("KILN_REMOTE_CACHE_CONNECT_TIMEOUT_MS", config.connect_timeout);
@@ -164,7 +118,7 @@ RemoteCacheConfig RemoteCacheConfig::from_env() {
   const auto url = env_value("KILN_REMOTE_CACHE");
   if (!url) return config;
   try {
-    if (const auto key_file = env_value("KILN_REMOTE_CACHE_KEY_FILE")) config.secret = read_secret_file(*key_file);
+    if (const auto key_file = env_value(fleet_key_variable)) config.secret = read_fleet_key_file(*key_file);
     config.endpoint = parse_redis_url(*url);
   } catch (const std::exception& e) {
     config.disabled_reason = e.what();

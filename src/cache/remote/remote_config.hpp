@@ -51,9 +51,4 @@ struct RemoteCacheConfig {
   static RemoteCacheConfig from_env();
 };
 
-/// Reads the signing secret from `path`: a regular file of this effective user, mode 0600 or 0400
-/// (no group or other bits), 16 bytes to 1 MiB (a trailing newline is dropped). Throws kiln::Error
-/// naming the file and what is wrong.
-std::string read_secret_file(const std::string& path);
-
 }  // namespace kiln

@@ -1,13 +1,7 @@
-// The remote value envelope: HMAC-SHA256 from OpenSSL's libcrypto, never hand-written.
+// The remote value envelope: signed with the fleet's key by cache/fleet_signing.hpp.
 #include "cache/remote/remote_value.hpp"
 
-#include <array>
-
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
-#include "kiln/error.hpp"
+#include "cache/fleet_signing.hpp"
 
 namespace kiln {
 
@@ -15,20 +9,7 @@ namespace {
 
 constexpr std::string_view magic = "KILNREM1";
 constexpr std::string_view domain("kiln remote entry v1\0", 21);
-using Mac = std::array<unsigned char, 32>;
-
-Mac mac_of(std::string_view secret, std::string_view redis_key, std::string_view entry) {
-  std::string message;
-  message.reserve(domain.size() + redis_key.size() + 1 + entry.size());
-  message.append(domain).append(redis_key).append(1, '\0').append(entry);
-  Mac mac{};
-  unsigned int length = 0;
-  if (HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-           reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac.data(), &length) == nullptr ||
-      length != mac.size())
-    throw_error("HMAC-SHA256 failed in OpenSSL");
-  return mac;
-}
+constexpr std::string_view key_end("\0", 1);
 
 }  // namespace
 
@@ -48,9 +29,9 @@ std::string wrap_remote_value(std::string_view redis_key, std::string_view entry
   value.append(magic);
   value.append(1, secret.empty() ? '\0' : '\1');
   if (secret.empty()) {
-    value.append(Mac{}.size(), '\0');
+    value.append(Hmac{}.size(), '\0');
   } else {
-    const Mac mac = mac_of(secret, redis_key, entry);
+    const Hmac mac = hmac_sha256(secret, {domain, redis_key, key_end, entry});
     value.append(reinterpret_cast<const char*>(mac.data()), mac.size());
   }
   value.append(entry);
@@ -64,8 +45,8 @@ RemoteValue unwrap_remote_value(std::string_view redis_key, std::string_view val
   const std::string_view entry = value.substr(remote_value_header_bytes);
   if (secret.empty()) return {RemoteValueFault::none, entry};
   if (value[8] != '\1') return {RemoteValueFault::missing_signature, {}};
-  const Mac expected = mac_of(secret, redis_key, entry);
-  if (CRYPTO_memcmp(expected.data(), value.data() + 9, expected.size()) != 0) return {RemoteValueFault::bad_signature, {}};
+  if (!hmac_sha256_matches(secret, {domain, redis_key, key_end, entry}, value.data() + 9))
+    return {RemoteValueFault::bad_signature, {}};
   return {RemoteValueFault::none, entry};
 }
 
