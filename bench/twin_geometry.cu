@@ -1,5 +1,6 @@
 // Exploration harness for the Hopper twin's geometry and division (kiln issue 6), built on the device
-// with `nvcc -O3 -std=c++17 -arch=sm_90a -I kernels_src/common bench/twin_geometry.cu`. Every
+// with `nvcc -O3 -std=c++17 -arch=sm_90a -I kernels_src/common bench/twin_geometry.cu`; run with
+// the argument `flat` it times the shipped twin against issue 16's flat-grid candidates instead. Every
 // variant covers the twin's contract (grid (M, Y), any 1 <= Y <= K/128) and is checked byte for
 // byte against the __fdiv_rn variant before it is timed, so a fast variant that changes bytes is
 // reported, not kept.
@@ -123,6 +124,34 @@ __global__ __launch_bounds__(THREADS) void twin(const unsigned short* __restrict
   }
 }
 
+// Issue 16's flat grid: a 1-D grid over all M * L groups, GPS groups per 8-lane slot, loaded
+// before any is quantized; consecutive CTAs stream consecutive memory and no CTA idles on a partial
+// pass. Groups are contiguous in x, q and row-major scales, so group g sits at g * 128 and scale g.
+// The per-group work is the shipped twin's quantize_slice, so only the geometry differs.
+template <int THREADS, int GPS>
+__global__ __launch_bounds__(THREADS) void flat(const unsigned short* __restrict__ x, unsigned char* __restrict__ q,
+                                                float* __restrict__ scales, unsigned long long total_groups) {
+  constexpr unsigned SLOTS = THREADS / HQ_LANES;
+  const unsigned sub = threadIdx.x / HQ_LANES;
+  const unsigned lane = threadIdx.x % HQ_LANES;
+  const unsigned mask = 0xffu << (threadIdx.x & 24u);
+  const unsigned long long first = static_cast<unsigned long long>(blockIdx.x) * SLOTS * GPS + sub;
+  uint4 v[GPS][HQ_VECS];
+#pragma unroll
+  for (int u = 0; u < GPS; ++u) {
+    const unsigned long long g = first + u * SLOTS;
+    if (g < total_groups) {
+#pragma unroll
+      for (unsigned w = 0; w < HQ_VECS; ++w) v[u][w] = load_stream(x + g * 128 + w * HQ_VEC_STRIDE + lane * HQ_VEC);
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < GPS; ++u) {
+    const unsigned long long g = first + u * SLOTS;
+    if (g < total_groups) quantize_slice(v[u], mask, q + g * 128 + lane * HQ_VEC, lane == 0 ? scales + g : nullptr);
+  }
+}
+
 // Every (absmax, x) pair a group can hold: absmax is a bf16 magnitude (or 0), x any bf16 with
 // |x| <= absmax (NaN and infinity included through the finite check). Counts codes where the
 // reciprocal-and-correction ratio differs from __fdiv_rn.
@@ -165,7 +194,111 @@ static float median(std::vector<float> v) {
   return v[v.size() / 2];
 }
 
-int main() {
+struct Timed {
+  double us;
+  bool same;
+};
+
+// The shipped twin on kiln's grid (ops::fp8_quant_grid's rule) against flat-grid candidates, at
+// the shapes of issue 16's table; every candidate's bytes are compared with the twin's.
+static void run_flat(double ceiling) {
+  struct FlatVariant {
+    const char* name;
+    void (*kernel)(const unsigned short*, unsigned char*, float*, unsigned long long);
+    unsigned threads, gps;
+  };
+  const FlatVariant candidates[] = {{"flat threads256 gps1", flat<256, 1>, 256, 1},
+                                    {"flat threads128 gps1", flat<128, 1>, 128, 1},
+                                    {"flat threads256 gps2", flat<256, 2>, 256, 2},
+                                    {"flat threads512 gps1", flat<512, 1>, 512, 1},
+                                    {"flat threads128 gps2", flat<128, 2>, 128, 2}};
+  const unsigned shapes[][2] = {{1, 7168},    {16, 7168},   {512, 7168},   {2048, 7168},
+                                {8192, 7168}, {32768, 7168}, {16384, 18432}, {4096, 5120}};
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  std::printf("\n%-26s %-22s %9s %9s %7s %s\n", "M x K", "kernel", "us", "GB/s", "%ceil", "bytes");
+  for (const auto& shape : shapes) {
+    const unsigned m = shape[0], k = shape[1];
+    const size_t elems = size_t(m) * k, groups = elems / 128;
+    const size_t set_bytes = elems * 3 + groups * 4;
+    const int sets = std::max<int>(2, int((200u << 20) / set_bytes) + 1);
+    std::vector<unsigned short*> xin(sets);
+    std::vector<unsigned char*> qout(sets);
+    std::vector<float*> sout(sets);
+    std::vector<unsigned short> host(elems);
+    std::mt19937 rng(m ^ k);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (size_t i = 0; i < elems; ++i) {
+      float f = nd(rng) * std::ldexp(1.0f, int(i / 128 % 40) - 20);
+      unsigned u;
+      std::memcpy(&u, &f, 4);
+      host[i] = static_cast<unsigned short>(u >> 16);
+    }
+    for (int i = 0; i < sets; ++i) {
+      CHECK(cudaMalloc(&xin[i], elems * 2));
+      CHECK(cudaMalloc(&qout[i], elems));
+      CHECK(cudaMalloc(&sout[i], groups * 4));
+      CHECK(cudaMemcpy(xin[i], host.data(), elems * 2, cudaMemcpyHostToDevice));
+    }
+    const unsigned busy_y = (k / 128 + 15) / 16;
+    const unsigned fill_y = (3072 + m - 1) / m;
+    const unsigned y = (m >= 3072 || busy_y <= 1) ? 1 : std::min(fill_y, busy_y);
+    std::vector<unsigned char> ref_q(elems), got_q(elems);
+    std::vector<float> ref_s(groups), got_s(groups);
+    const auto timed = [&](auto&& launch, bool reference) {
+      CHECK(cudaMemset(qout[0], 0xCD, elems));
+      CHECK(cudaMemset(sout[0], 0xFF, groups * 4));
+      launch(0);
+      CHECK(cudaGetLastError());
+      CHECK(cudaDeviceSynchronize());
+      bool same = true;
+      if (reference) {
+        CHECK(cudaMemcpy(ref_q.data(), qout[0], elems, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(ref_s.data(), sout[0], groups * 4, cudaMemcpyDeviceToHost));
+      } else {
+        CHECK(cudaMemcpy(got_q.data(), qout[0], elems, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(got_s.data(), sout[0], groups * 4, cudaMemcpyDeviceToHost));
+        same = got_q == ref_q && std::memcmp(got_s.data(), ref_s.data(), groups * 4) == 0;
+      }
+      std::vector<float> t;
+      for (int i = 0; i < 30; ++i) {
+        const int b = i % sets;
+        CHECK(cudaEventRecord(e0));
+        for (int r = 0; r < 10; ++r) launch(b);
+        CHECK(cudaEventRecord(e1));
+        CHECK(cudaEventSynchronize(e1));
+        float ms;
+        CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (i >= 3) t.push_back(ms / 10);
+      }
+      return Timed{median(t) * 1e3, same};
+    };
+    const auto report = [&](const char* name, Timed r) {
+      const double gbs = double(set_bytes) / (r.us * 1e-6) / 1e9;
+      char shape_text[32];
+      std::snprintf(shape_text, sizeof shape_text, "%u x %u", m, k);
+      std::printf("%-26s %-22s %9.2f %9.0f %6.1f%% %s\n", shape_text, name, r.us, gbs, 100 * gbs / ceiling,
+                  r.same ? "same" : "DIFFER");
+    };
+    report("twin (kiln grid)", timed([&](int b) {
+             per_token_group_quant_fp8_hopper<<<dim3(m, y), 128>>>(xin[b], qout[b], sout[b], k);
+           }, true));
+    for (const auto& c : candidates) {
+      const unsigned long long per_cta = c.threads / 8 * c.gps;
+      const unsigned blocks = unsigned((groups + per_cta - 1) / per_cta);
+      report(c.name, timed([&](int b) { c.kernel<<<blocks, c.threads>>>(xin[b], qout[b], sout[b], groups); }, false));
+    }
+    for (int i = 0; i < sets; ++i) {
+      CHECK(cudaFree(xin[i]));
+      CHECK(cudaFree(qout[i]));
+      CHECK(cudaFree(sout[i]));
+    }
+  }
+}
+
+int main(int argc, char** argv) {
+  const bool flat_mode = argc > 1 && std::strcmp(argv[1], "flat") == 0;
   cudaDeviceProp prop{};
   CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
@@ -176,7 +309,7 @@ int main() {
   CHECK(cudaMalloc(&d_first, 4));
   CHECK(cudaMemset(d_bad, 0, 8));
   CHECK(cudaMemset(d_first, 0xff, 4));
-  exhaustive_div<<<0x7f81, 256>>>(d_bad, d_first);
+  if (!flat_mode) exhaustive_div<<<0x7f81, 256>>>(d_bad, d_first);
   CHECK(cudaDeviceSynchronize());
   unsigned long long bad = 0;
   unsigned first = 0;
@@ -207,6 +340,10 @@ int main() {
   std::printf("copy ceiling %.0f GB/s\n", ceiling);
   CHECK(cudaFree(ca));
   CHECK(cudaFree(cb));
+  if (flat_mode) {
+    run_flat(ceiling);
+    return 0;
+  }
 
   struct Shape {
     unsigned m, k;

@@ -47,6 +47,9 @@ def test_without_gpu(kiln):
     done = run(kiln, 'bench', '--only', 'gpu', '--quick')
     check(done.returncode == 77, f'bench --only gpu without a GPU exits 77, got {done.returncode}')
     check('no usable GPU' in done.stderr, f'and says why: {done.stderr}')
+    done = run(kiln, 'bench', '--only', 'decode', '--quick')
+    check(done.returncode == 77, f'bench --only decode without a GPU exits 77, got {done.returncode}')
+    check('no usable GPU' in done.stderr, f'and says why: {done.stderr}')
     done = run(kiln, 'bench', '--only', 'nonsense')
     check(done.returncode != 0 and done.returncode != 77, f'a bad --only is a usage error: {done.returncode}')
 

@@ -84,13 +84,14 @@ std::string run_parts(const BenchArgs& args, const bench::BenchPlan& plan, bench
     bench::run_remote(plan, report);
   }
   const bool jit = all || args.only == "jit", gpu_parts = all || args.only == "gpu";
-  if (!jit && !gpu_parts) return {};
+  const bool decode_only = args.only == "decode";
+  if (!jit && !gpu_parts && !decode_only) return {};
   const DriverStatus status = driver_status();
   if (!status.available || status.devices.empty()) {
     const std::string reason =
         "no usable GPU: " + (status.available ? std::string("the driver reports no devices") : status.reason);
     describe_gpu(report, status, nullptr);
-    report.skip(jit && gpu_parts ? "jit and gpu" : (jit ? "jit" : "gpu"), reason);
+    report.skip(jit && gpu_parts ? "jit and gpu" : (jit ? "jit" : args.only), reason);
     return reason;
   }
   // Why first: the fresh processes should start before this one holds a context and gigabytes.
@@ -102,6 +103,8 @@ std::string run_parts(const BenchArgs& args, const bench::BenchPlan& plan, bench
     const double ceiling_gbps = bench::run_gpu(plan, gpu, report);
     bench::run_decode(plan, gpu, report);
     bench::run_variants(plan, gpu, ceiling_gbps, report);
+  } else if (decode_only) {
+    bench::run_decode(plan, gpu, report);
   }
   return {};
 }
@@ -136,8 +139,9 @@ void add_bench_command(CLI::App& app) {
                                  "caches (exit 77 without a GPU, after the host parts)");
   cmd->add_option("--json", args->json, "Also write every measurement to FILE as JSON");
   cmd->add_flag("--quick", args->quick, "Fewer iterations (same shapes)");
-  cmd->add_option("--only", args->only, "Run one part: host (CPU only), jit or gpu")
-      ->check(CLI::IsMember({"host", "jit", "gpu"}));
+  cmd->add_option("--only", args->only,
+                  "Run one part: host (CPU only), jit, gpu, or decode (the gpu part's decode table alone)")
+      ->check(CLI::IsMember({"host", "jit", "gpu", "decode"}));
   cmd->callback([args] { run_bench(*args); });
 
   // The fresh process of the JIT part; hidden (empty group), started by `kiln bench` itself.

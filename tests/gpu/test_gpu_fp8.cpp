@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <future>
 #include <random>
 #include <thread>
@@ -264,4 +265,52 @@ TEST_CASE("misaligned pointers run the shared kernel and still give the referenc
   if (fp8_act_quant_hopper_enabled()) CHECK(chosen.reject == Fp8HopperReject::misaligned);
   CHECK_FALSE(chosen.twin);
   check_equal(q, s, download(dq, ds, m, k), m, k);
+}
+
+TEST_CASE("PDL launches back to back keep the stream's order: each launch reads the one before's output") {
+  auto& g = gpu();
+  CHECK(g.service.backend().launches_dependent(LaunchOptions{true}));  // an H200 with driver 580: PDL is in effect
+  // A chain whose every step reads its input from the previous step's q, reinterpreted as bf16
+  // [m, k/2]: a step that ran before its predecessor finished would read poison or old bytes.
+  // Repeated, so each step also overwrites what the next step of the previous round read.
+  constexpr int STEPS = 5;
+  constexpr int ROUNDS = 8;
+  for (std::uint32_t m : {16u, 4096u}) {
+    CAPTURE(m);
+    const std::uint32_t k0 = 128u << STEPS;
+    const auto x = random_input(m, k0, 4242 + m);
+    std::vector<std::vector<std::uint8_t>> want_q(STEPS);
+    std::vector<std::vector<float>> want_s(STEPS);
+    std::vector<std::uint16_t> input = x;
+    for (int step = 0; step < STEPS; ++step) {
+      const std::uint32_t k = k0 >> step;
+      reference(input, m, k, want_q[step], want_s[step]);
+      input.assign(std::size_t{m} * k / 2, 0);
+      std::memcpy(input.data(), want_q[step].data(), want_q[step].size());
+    }
+    test::DeviceBuffer dx(g.context, std::size_t{m} * k0 * 2);
+    dx.upload(x.data(), std::size_t{m} * k0 * 2);
+    std::deque<test::DeviceBuffer> dq, ds;  // Why a deque: buffers cannot move
+    for (int step = 0; step < STEPS; ++step) {
+      const std::uint32_t k = k0 >> step;
+      dq.emplace_back(g.context, std::size_t{m} * k);
+      ds.emplace_back(g.context, std::size_t{m} * (k / 128) * 4);
+      dq.back().fill(0xCD);
+      ds.back().fill(0xFF);
+    }
+    bool twin_ran = false;
+    for (int round = 0; round < ROUNDS; ++round)
+      for (int step = 0; step < STEPS; ++step) {
+        const void* in = step == 0 ? dx.get() : dq[step - 1].get();
+        const auto chosen = g.quant.launch(g.service.backend(), in, dq[step].get(), static_cast<float*>(ds[step].get()),
+                                           m, k0 >> step, nullptr, LaunchOptions{true});
+        twin_ran = twin_ran || chosen.twin;
+      }
+    test::synchronize(g.context);
+    if (m == 4096 && fp8_act_quant_hopper_enabled()) CHECK(twin_ran);
+    for (int step = 0; step < STEPS; ++step) {
+      CAPTURE(step);
+      check_equal(want_q[step], want_s[step], download(dq[step], ds[step], m, k0 >> step), m, k0 >> step);
+    }
+  }
 }

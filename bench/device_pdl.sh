@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the repository root with the binaries under .carry (see run_device.sh),
+# most important first, each step logged under $OUT as it ends (a run cut short keeps what it did):
+#   1. the GPU suite's PDL chain test; 2. kiln bench --only decode (PDL columns and target);
+#   3. the family's GPU suite (every variant byte for byte); 4. the twin against issue 16's
+#   flat-grid candidates (.carry/bin/twin_geometry flat, built from bench/twin_geometry.cu with
+#   nvcc -O3 -std=c++17 -arch=sm_90a -I kernels_src/common); 5. the FP8 GPU suite in full.
+set -uo pipefail
+export LD_LIBRARY_PATH=$PWD/.carry/lib:/usr/local/cuda/lib64
+B=.carry/bin
+w=$(mktemp -d)
+step() { printf '\n### %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+{
+  step pdl_chain; KILN_CACHE_DIR=$w/c1 $B/test_gpu_fp8 "PDL*" --durations yes; echo "exit $?"
+} > "$OUT/pdl-chain.log" 2>&1
+{
+  step bench_decode; KILN_CACHE_DIR=$w/c2 $B/kiln bench --only decode --quick --json "$OUT/bench-decode.json"; echo "exit $?"
+} > "$OUT/bench-decode.log" 2>&1
+{
+  step gpu_quant; KILN_CACHE_DIR=$w/c3 $B/test_gpu_quant --durations yes; echo "exit $?"
+} > "$OUT/gpu-quant.log" 2>&1
+{
+  step twin_flat; $B/twin_geometry flat; echo "exit $?"
+} > "$OUT/twin-flat.log" 2>&1
+{
+  step gpu_fp8; KILN_CACHE_DIR=$w/c1 $B/test_gpu_fp8 --durations yes; echo "exit $?"
+} > "$OUT/gpu-fp8.log" 2>&1
+grep -hE "^###|^exit|passed|failed|FAILED" "$OUT"/*.log
