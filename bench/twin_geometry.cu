@@ -194,6 +194,19 @@ static float median(std::vector<float> v) {
   return v[v.size() / 2];
 }
 
+// Normal bf16 (truncated from fp32) whose 128-element groups span 2^-20..2^19, so group scales vary.
+static std::vector<unsigned short> random_bf16(size_t elems, std::mt19937& rng) {
+  std::vector<unsigned short> host(elems);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (size_t i = 0; i < elems; ++i) {
+    float f = nd(rng) * std::ldexp(1.0f, int(i / 128 % 40) - 20);
+    unsigned u;
+    std::memcpy(&u, &f, 4);
+    host[i] = static_cast<unsigned short>(u >> 16);
+  }
+  return host;
+}
+
 struct Timed {
   double us;
   bool same;
@@ -226,15 +239,8 @@ static void run_flat(double ceiling) {
     std::vector<unsigned short*> xin(sets);
     std::vector<unsigned char*> qout(sets);
     std::vector<float*> sout(sets);
-    std::vector<unsigned short> host(elems);
     std::mt19937 rng(m ^ k);
-    std::normal_distribution<float> nd(0.f, 1.f);
-    for (size_t i = 0; i < elems; ++i) {
-      float f = nd(rng) * std::ldexp(1.0f, int(i / 128 % 40) - 20);
-      unsigned u;
-      std::memcpy(&u, &f, 4);
-      host[i] = static_cast<unsigned short>(u >> 16);
-    }
+    const std::vector<unsigned short> host = random_bf16(elems, rng);
     for (int i = 0; i < sets; ++i) {
       CHECK(cudaMalloc(&xin[i], elems * 2));
       CHECK(cudaMalloc(&qout[i], elems));
@@ -357,14 +363,7 @@ int main(int argc, char** argv) {
     const size_t set_bytes = in_bytes + q_bytes + sc_bytes;
     // Rotate through enough sets to defeat the 60 MB L2.
     const int sets = std::max<int>(1, int((200u << 20) / set_bytes) + 1);
-    std::vector<unsigned short> host(elems);
-    std::normal_distribution<float> nd(0.f, 1.f);
-    for (size_t i = 0; i < elems; ++i) {
-      float f = nd(rng) * std::ldexp(1.0f, int(i / 128 % 40) - 20);
-      unsigned u;
-      std::memcpy(&u, &f, 4);
-      host[i] = static_cast<unsigned short>(u >> 16);
-    }
+    const std::vector<unsigned short> host = random_bf16(elems, rng);
     std::vector<unsigned short*> xin(sets);
     std::vector<unsigned char*> qout(sets);
     std::vector<float*> sout(sets);
