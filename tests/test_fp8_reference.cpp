@@ -314,9 +314,10 @@ TEST_CASE("quantize: true division, where x * (1 / scale) gives another byte") {
 
 namespace {
 
-// kiln::fp8::clamped_ratio_by_reciprocal (fp8_e4m3.cuh) in host arithmetic: 1.0f / scale is
-// __frcp_rn, `*` __fmul_rn, std::fma __fmaf_rn (x86-64's baseline has no fma instruction, so the
-// compiler cannot fuse the product either).
+// kiln::fp8::ratio_by_reciprocal (fp8_e4m3.cuh), clamped to +-448 as e4m3x2_group and the
+// conversion do, in host arithmetic: 1.0f / scale is __frcp_rn, `*` __fmul_rn, std::fma
+// __fmaf_rn (x86-64's baseline has no fma instruction, so the compiler cannot fuse the product
+// either).
 float ratio_by_reciprocal(float x, float scale) {
   const float recip = 1.0f / scale;
   const float first = x * recip;

@@ -82,10 +82,16 @@ TEST_CASE("check names the argument, what was expected and the valid range") {
 }
 
 TEST_CASE("the family grid covers every group, and the packed layout's padding words") {
-  const QuantVariant bf16{};  // 8 lanes per 128-group: 32 groups per CTA
+  const QuantVariant bf16{};  // 8 lanes per 128-group: 32 group slots per CTA, 2 groups each
   CHECK(GroupQuant::groups_per_cta(bf16) == 32);
-  CHECK(GroupQuant::grid(bf16, 1, 7168) == std::array<std::uint32_t, 3>{2, 1, 1});  // 56 groups
-  CHECK(GroupQuant::grid(bf16, 32768, 7168) == std::array<std::uint32_t, 3>{57344, 1, 1});
+  CHECK(GroupQuant::items_per_slot(bf16) == 2);
+  CHECK(GroupQuant::grid(bf16, 1, 7168) == std::array<std::uint32_t, 3>{1, 1, 1});  // 56 groups
+  CHECK(GroupQuant::grid(bf16, 2, 7168) == std::array<std::uint32_t, 3>{2, 1, 1});  // 112 groups
+  CHECK(GroupQuant::grid(bf16, 32768, 7168) == std::array<std::uint32_t, 3>{28672, 1, 1});
+  QuantVariant silu{};
+  silu.silu_and_mul = true;  // bound by its arithmetic: one group per slot
+  CHECK(GroupQuant::items_per_slot(silu) == 1);
+  CHECK(GroupQuant::grid(silu, 32768, 7168) == std::array<std::uint32_t, 3>{57344, 1, 1});
   QuantVariant small{};
   small.group = 32;  // 2 lanes: 128 groups per CTA
   CHECK(GroupQuant::groups_per_cta(small) == 128);
@@ -95,14 +101,16 @@ TEST_CASE("the family grid covers every group, and the packed layout's padding w
   QuantVariant packed{};
   packed.scales = QuantScales::ue8m0_packed;
   packed.ue8m0 = true;
-  // Column-major layouts take tiles of 8 rows x (32 / 8) groups: m = 5 padded to 8 rows, G = 6
-  // padded to 8 groups: 1 row tile x 2 group tiles.
+  // Column-major layouts take tiles of 16 rows (8 per item) x (32 / 8) groups: m = 5 padded to 8
+  // rows, G = 6 padded to 8 groups: 1 row tile x 2 group tiles.
   CHECK(GroupQuant::grid(packed, 5, 768) == std::array<std::uint32_t, 3>{2, 1, 1});
   QuantVariant column{};
-  column.group = 32;  // 128 groups per CTA: tiles of 8 rows x 16 groups
+  column.group = 32;  // 128 groups per CTA: tiles of 16 rows x 16 groups
   column.scales = QuantScales::column_major;
-  CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{13 * 2, 1, 1});
+  CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{7 * 2, 1, 1});
   column.scales = QuantScales::column_major_tma;  // padding rows are not the kernel's to write
+  CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{7 * 2, 1, 1});
+  column.silu_and_mul = true;  // one item per slot: tiles of 8 rows
   CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{13 * 2, 1, 1});
 }
 

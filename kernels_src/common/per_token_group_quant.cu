@@ -41,13 +41,31 @@ constexpr unsigned GROUP = KILN_Q_GROUP;
 constexpr unsigned LANES = GROUP / EPT;           // threads per group: 2..16
 constexpr unsigned GROUPS_PER_CTA = THREADS / LANES;
 static_assert(GROUP % EPT == 0 && LANES >= 2 && LANES <= 16, "a group spans 2..16 lanes of one warp");
-constexpr bool INT8 = KILN_Q_OUT == 1;
-constexpr float QMAX = INT8 ? kiln::quant::INT8_MAX_CODE : kiln::fp8::E4M3_MAX;
-constexpr float QMIN = INT8 ? kiln::quant::INT8_MIN_CODE : -kiln::fp8::E4M3_MAX;
+constexpr float QMAX = KILN_Q_OUT == 1 ? kiln::quant::INT8_MAX_CODE : kiln::fp8::E4M3_MAX;
 constexpr bool COLUMN_SCALES = KILN_Q_SCALES != 0;
 constexpr bool PACKED = KILN_Q_SCALES == 3;
 constexpr unsigned TILE_ROWS = 8;  // kiln::ops::GroupQuant::grid: 8 fp32 scales fill one 32-byte sector
 constexpr unsigned TILE_GROUPS = GROUPS_PER_CTA / TILE_ROWS;
+// Groups per slot (kiln::ops::GroupQuant::items_per_slot) and CTAs per SM the registers must allow,
+// measured on the H200 (bench/results/2026-12-04-h200-geometry.log, 32768 x 7168): two groups per
+// slot with all four loads issued first took 85% of the copy ceiling to 90% (row-major scales),
+// 81% to 86% (column-major, group 32) and 73% to 87% (packed UE8M0); the fused SiLU, bound by its
+// arithmetic, lost 5% with two and gained 2-9% from eight resident CTAs (32 registers) instead.
+// bench/family_geometry.sh overrides both.
+#ifndef KILN_Q_ITEMS
+#define KILN_Q_ITEMS (KILN_Q_SILU ? 1 : 2)
+#endif
+#ifndef KILN_Q_MIN_CTAS
+// Why only where 8 x 256 threads fit on an SM (sm_80, sm_90 and later); elsewhere ptxas warns and
+// ignores it.
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 800 || __CUDA_ARCH__ >= 900)
+#define KILN_Q_MIN_CTAS (KILN_Q_SILU ? 8 : 1)
+#else
+#define KILN_Q_MIN_CTAS 1
+#endif
+#endif
+constexpr unsigned ITEMS = KILN_Q_ITEMS;
+constexpr unsigned LOADS = VECS * (1 + KILN_Q_SILU);  // 16-byte loads per thread per group
 
 __device__ __forceinline__ uint4 load_stream(const void* p) {
   uint4 v;
@@ -82,64 +100,73 @@ __device__ __forceinline__ void unpack(const uint4& v, float* f) {
   }
 }
 
-// Two codes in the low 16 bits, `lo` at the lower address.
-__device__ __forceinline__ unsigned codes2(float lo, float hi, const kiln::fp8::GroupDivisor& d) {
-  if constexpr (INT8) {
-    const float a = d.finite ? kiln::fp8::clamped_ratio_by_reciprocal(lo, d.scale, d.recip) : __fdiv_rn(lo, d.scale);
-    const float b = d.finite ? kiln::fp8::clamped_ratio_by_reciprocal(hi, d.scale, d.recip) : __fdiv_rn(hi, d.scale);
-    return kiln::quant::int8_code(kiln::quant::clamp_to(a, QMIN, QMAX)) |
-           (static_cast<unsigned>(kiln::quant::int8_code(kiln::quant::clamp_to(b, QMIN, QMAX))) << 8);
+#if KILN_Q_OUT == 1
+// The int8 codes of N element pairs of one group, two per 16-bit value (`lo` at the lower
+// address): truncation of the ratio clamped to [-128, 127], NaN to -128 (kiln::quant's clamp_to
+// and int8_code). Why the finite-scale test once for the slice and cvt.rzi.sat.s8 for the upper
+// clamp: as kiln::fp8::e4m3x2_group, fewer instructions per element for the same codes.
+__device__ __forceinline__ unsigned int8_code_saturating(float ratio) {
+  int code;
+  asm("cvt.rzi.sat.s8.f32 %0, %1;" : "=r"(code) : "f"(fmaxf(ratio, kiln::quant::INT8_MIN_CODE)));
+  return static_cast<unsigned>(code) & 0xffu;
+}
+
+template <unsigned N>
+__device__ __forceinline__ void int8x2_group(const float* f, const kiln::fp8::GroupDivisor& d, unsigned* pairs) {
+  if (d.finite) {
+#pragma unroll
+    for (unsigned j = 0; j < N; ++j)
+      pairs[j] = int8_code_saturating(kiln::fp8::ratio_by_reciprocal(f[2 * j], d.scale, d.recip)) |
+                 (int8_code_saturating(kiln::fp8::ratio_by_reciprocal(f[2 * j + 1], d.scale, d.recip)) << 8);
   } else {
-    return kiln::fp8::e4m3x2_in_group(lo, hi, d);
+#pragma unroll
+    for (unsigned j = 0; j < N; ++j)
+      pairs[j] = int8_code_saturating(__fdiv_rn(f[2 * j], d.scale)) |
+                 (int8_code_saturating(__fdiv_rn(f[2 * j + 1], d.scale)) << 8);
   }
 }
-}  // namespace
+#endif
 
-// x: [m, row_stride] elements (row_stride >= k, or >= 2k with SiLU); q: [m, k] bytes;
-// scales: per KILN_Q_SCALES; groups = k / GROUP; scale_rows = the M extent of column-major scales
-// (m, or m padded to 4).
-extern "C" __global__ __launch_bounds__(THREADS) void per_token_group_quant(
-    const void* __restrict__ x, unsigned char* __restrict__ q, void* __restrict__ scales, unsigned long long m,
-    unsigned int groups, unsigned long long row_stride, unsigned int scale_rows, float eps) {
-  kiln::pdl::enter_stream_order();
-  const unsigned lane = threadIdx.x % LANES;
-  const unsigned slot = threadIdx.x / LANES;
-  unsigned long long row;
-  unsigned g;
+// Where this thread's slot's item `item` (0 .. ITEMS-1) lies: false past the end. Row-major
+// scales: the flat grid over every (row, group) pair, groups fastest, items GROUPS_PER_CTA apart.
+// Column-major: a tile of TILE_ROWS * ITEMS rows by TILE_GROUPS groups, rows fastest, items
+// TILE_ROWS rows apart; the packed layout's tiles also cover its padding (rows up to m padded to 4,
+// groups up to a whole word), which they write as zeros so a TMA load of the tile reads no garbage.
+__device__ __forceinline__ bool locate(unsigned item, unsigned slot, unsigned lane, unsigned long long m, unsigned groups,
+                                       unsigned scale_rows, void* scales, unsigned long long& row, unsigned& g) {
   if constexpr (COLUMN_SCALES) {
-    // The packed layout's tiles also cover its padding (rows up to m padded to 4, groups up to a
-    // whole word), which they write as zeros so a TMA load of the tile reads no garbage.
     const unsigned span = PACKED ? (groups + 3) / 4 * 4 : groups;
     const unsigned group_tiles = (span + TILE_GROUPS - 1) / TILE_GROUPS;
-    row = static_cast<unsigned long long>(blockIdx.x / group_tiles) * TILE_ROWS + slot % TILE_ROWS;
+    row = (static_cast<unsigned long long>(blockIdx.x / group_tiles) * ITEMS + item) * TILE_ROWS + slot % TILE_ROWS;
     g = (blockIdx.x % group_tiles) * TILE_GROUPS + slot / TILE_ROWS;
-    if (PACKED && (row >= m || g >= groups)) {
-      if (lane == 0 && row < scale_rows && g < span)
-        static_cast<unsigned char*>(scales)[((static_cast<unsigned long long>(g / 4) * scale_rows + row) * 4) + g % 4] = 0;
-      return;
-    }
-    if (row >= m || g >= groups) return;
+    if (PACKED && (row >= m || g >= groups) && lane == 0 && row < scale_rows && g < span)
+      static_cast<unsigned char*>(scales)[((static_cast<unsigned long long>(g / 4) * scale_rows + row) * 4) + g % 4] = 0;
+    return row < m && g < groups;
   } else {
-    const unsigned long long item = static_cast<unsigned long long>(blockIdx.x) * GROUPS_PER_CTA + slot;
-    if (item >= m * groups) return;
-    row = item / groups;
-    g = static_cast<unsigned>(item % groups);
+    const unsigned long long at = (static_cast<unsigned long long>(blockIdx.x) * ITEMS + item) * GROUPS_PER_CTA + slot;
+    if (at >= m * groups) return false;
+    row = at / groups;
+    g = static_cast<unsigned>(at % groups);
+    return true;
   }
-  const unsigned long long k = static_cast<unsigned long long>(groups) * GROUP;
-  // Why this mask: a warp holds 32 / LANES groups, and only a group's own lanes exchange maxima.
-  const unsigned mask = ((1u << LANES) - 1u) << ((threadIdx.x % 32u) & ~(LANES - 1u));
+}
 
-  const char* x_row = static_cast<const char*>(x) + (row * row_stride + static_cast<unsigned long long>(g) * GROUP) * IN_BYTES;
+// One group's slice: the group max over its LANES lanes (`mask`), the scale, the codes and, from
+// lane 0, the scale in its layout. `in` holds the slice's loads (with SiLU, gate then up per vector).
+__device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], unsigned long long row, unsigned g, unsigned lane,
+                                               unsigned mask, unsigned long long groups, unsigned scale_rows,
+                                               float eps, unsigned char* q, void* scales) {
   float f[EPT];
 #pragma unroll
   for (unsigned w = 0; w < VECS; ++w) {
-    const unsigned at = (w * LANES + lane) * VEC;
-    unpack(load_stream(x_row + at * IN_BYTES), f + w * VEC);
 #if KILN_Q_SILU
-    float up[VEC];
-    unpack(load_stream(x_row + (k + at) * IN_BYTES), up);
+    float gate[VEC], up[VEC];
+    unpack(in[2 * w], gate);
+    unpack(in[2 * w + 1], up);
 #pragma unroll
-    for (unsigned j = 0; j < VEC; ++j) f[w * VEC + j] = kiln::quant::silu_and_mul(f[w * VEC + j], up[j]);
+    for (unsigned j = 0; j < VEC; ++j) f[w * VEC + j] = kiln::quant::silu_and_mul(gate[j], up[j]);
+#else
+    unpack(in[w], f + w * VEC);
 #endif
   }
 
@@ -156,17 +183,21 @@ extern "C" __global__ __launch_bounds__(THREADS) void per_token_group_quant(
 #endif
   const kiln::fp8::GroupDivisor divisor{scale, __frcp_rn(scale), isfinite(scale) != 0};
 
-  unsigned char* q_group = q + row * k + static_cast<unsigned long long>(g) * GROUP;
+  unsigned pairs[EPT / 2];
+#if KILN_Q_OUT == 1
+  int8x2_group<EPT / 2>(f, divisor, pairs);
+#else
+  kiln::fp8::e4m3x2_group<EPT / 2>(f, divisor, pairs);
+#endif
+  unsigned char* q_group = q + (row * groups + g) * GROUP;
 #pragma unroll
   for (unsigned w = 0; w < VECS; ++w) {
-    unsigned pairs[VEC / 2];
-#pragma unroll
-    for (unsigned j = 0; j < VEC / 2; ++j) pairs[j] = codes2(f[w * VEC + 2 * j], f[w * VEC + 2 * j + 1], divisor);
+    const unsigned* p = pairs + w * VEC / 2;
     unsigned char* out = q_group + (w * LANES + lane) * VEC;
     if constexpr (VEC == 8) {
-      *reinterpret_cast<uint2*>(out) = make_uint2(pairs[0] | (pairs[1] << 16), pairs[2] | (pairs[3] << 16));
+      *reinterpret_cast<uint2*>(out) = make_uint2(p[0] | (p[1] << 16), p[2] | (p[3] << 16));
     } else {
-      *reinterpret_cast<unsigned*>(out) = pairs[0] | (pairs[1] << 16);
+      *reinterpret_cast<unsigned*>(out) = p[0] | (p[1] << 16);
     }
   }
 
@@ -179,4 +210,44 @@ extern "C" __global__ __launch_bounds__(THREADS) void per_token_group_quant(
   const unsigned long long word = static_cast<unsigned long long>(g / 4) * scale_rows + row;
   static_cast<unsigned char*>(scales)[word * 4 + g % 4] = static_cast<unsigned char>(kiln::quant::ue8m0_exponent(scale));
 #endif
+}
+}  // namespace
+
+// x: [m, row_stride] elements (row_stride >= k, or >= 2k with SiLU); q: [m, k] bytes;
+// scales: per KILN_Q_SCALES; groups = k / GROUP; scale_rows = the M extent of column-major scales
+// (m, or m padded to 4). Every item's loads are issued before the first item is quantized.
+extern "C" __global__ __launch_bounds__(THREADS, KILN_Q_MIN_CTAS) void per_token_group_quant(
+    const void* __restrict__ x, unsigned char* __restrict__ q, void* __restrict__ scales, unsigned long long m,
+    unsigned int groups, unsigned long long row_stride, unsigned int scale_rows, float eps) {
+  kiln::pdl::enter_stream_order();
+  const unsigned lane = threadIdx.x % LANES;
+  const unsigned slot = threadIdx.x / LANES;
+  // Why this mask: a warp holds 32 / LANES groups, and only a group's own lanes exchange maxima
+  // (a group's lanes always agree on whether their item exists).
+  const unsigned mask = ((1u << LANES) - 1u) << ((threadIdx.x % 32u) & ~(LANES - 1u));
+
+  unsigned long long row[ITEMS];
+  unsigned g[ITEMS];
+  bool here[ITEMS];
+  uint4 in[ITEMS][LOADS];
+#pragma unroll
+  for (unsigned i = 0; i < ITEMS; ++i) {
+    here[i] = locate(i, slot, lane, m, groups, scale_rows, scales, row[i], g[i]);
+    if (!here[i]) continue;
+    const char* x_group = static_cast<const char*>(x) + (row[i] * row_stride + static_cast<unsigned long long>(g[i]) * GROUP) * IN_BYTES;
+#pragma unroll
+    for (unsigned w = 0; w < VECS; ++w) {
+      const unsigned at = (w * LANES + lane) * VEC;
+#if KILN_Q_SILU
+      in[i][2 * w] = load_stream(x_group + at * IN_BYTES);
+      // Why k elements on: the row is [gate, up], each k wide.
+      in[i][2 * w + 1] = load_stream(x_group + (static_cast<unsigned long long>(groups) * GROUP + at) * IN_BYTES);
+#else
+      in[i][w] = load_stream(x_group + at * IN_BYTES);
+#endif
+    }
+  }
+#pragma unroll
+  for (unsigned i = 0; i < ITEMS; ++i)
+    if (here[i]) quantize_group(in[i], row[i], g[i], lane, mask, groups, scale_rows, eps, q, scales);
 }

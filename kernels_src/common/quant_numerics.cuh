@@ -3,7 +3,7 @@
 // fp16 unpacking, the fused SiLU-and-mul, UE8M0 scales and the int8 code. The CPU reference
 // (src/ops/group_quant_reference.cpp) compiles this same file, so the two agree bit for bit.
 //
-// Why every float operation goes through KILN_Q_MUL/ADD/FMA/DIV: NVRTC contracts `a * b + c` into
+// Why every float operation goes through KILN_Q_MUL/ADD/FMA: NVRTC contracts `a * b + c` into
 // an fma by default and the host compiler does not; spelling each rounding step keeps both sides
 // the same sequence of correctly rounded IEEE operations (no fast-math, no flush to zero).
 
@@ -13,10 +13,8 @@
 #define KILN_Q_MUL(a, b) __fmul_rn((a), (b))
 #define KILN_Q_ADD(a, b) __fadd_rn((a), (b))
 #define KILN_Q_FMA(a, b, c) __fmaf_rn((a), (b), (c))
-#define KILN_Q_RCP(a) __frcp_rn(a)
 #define KILN_Q_BITS(f) __float_as_uint(f)
 #define KILN_Q_FLOAT(u) __uint_as_float(u)
-#define KILN_Q_RINT(f) rintf(f)
 #else
 #include <cmath>
 #include <cstring>
@@ -27,10 +25,8 @@ inline float from_bits(unsigned u) { float f; std::memcpy(&f, &u, sizeof f); ret
 #define KILN_Q_MUL(a, b) ((a) * (b))
 #define KILN_Q_ADD(a, b) ((a) + (b))
 #define KILN_Q_FMA(a, b, c) std::fma((a), (b), (c))
-#define KILN_Q_RCP(a) (1.0f / (a))
 #define KILN_Q_BITS(f) ::kiln::quant::host::bits(f)
 #define KILN_Q_FLOAT(u) ::kiln::quant::host::from_bits(u)
-#define KILN_Q_RINT(f) std::nearbyint(f)
 #endif
 
 namespace kiln::quant {
@@ -56,15 +52,19 @@ KILN_FP8_FN float fp16_bits_to_float(unsigned short h) {
   return KILN_Q_FLOAT(sign | (e << 23) | ((mantissa & 0x3ffu) << 13));
 }
 
-// 2^n as a float for -126 <= n <= 127.
-KILN_FP8_FN float pow2(int n) { return KILN_Q_FLOAT(static_cast<unsigned>(n + 127) << 23); }
-
-// e^x for |x| <= 87 from +, *, fma and rint only, so host and device give the same bits: x = n ln2 + r
-// with |r| <= ln2/2 (Cody-Waite, two-part ln2), a degree-7 Taylor polynomial for e^r (relative
-// error below 2^-26), then one multiply by 2^n (n within +-126, so 2^n is a normal float).
+// e^x for |x| <= 87 from +, *, fma and integer code only, so host and device give the same bits:
+// x = n ln2 + r with |r| <= ln2/2 (Cody-Waite, two-part ln2), a degree-7 Taylor polynomial for e^r
+// (relative error below 2^-26), then one multiply by 2^n (n within +-126, so 2^n is a normal float).
+// n = rint(x / ln2) by adding and subtracting 1.5 * 2^23: the add rounds to an integer, to
+// nearest even, for |x / ln2| < 2^22, and leaves n in the low bits of the sum, from which 2^n's
+// bits follow with one integer multiply-add. Why not rintf and a float-to-int conversion: both
+// run on the GPU's quarter-rate conversion unit, which the sigmoid's reciprocal also needs.
 // Branch-free: the fused SiLU runs it on every element.
 KILN_FP8_FN float exp_within_87(float x) {
-  const float n = KILN_Q_RINT(KILN_Q_MUL(x, 1.44269502162933349609375f));
+  constexpr float ROUNDER = 12582912.0f;     // 1.5 * 2^23
+  constexpr unsigned ROUNDER_BITS = 0x4b400000u;
+  const float shifted = KILN_Q_ADD(KILN_Q_MUL(x, 1.44269502162933349609375f), ROUNDER);
+  const float n = KILN_Q_ADD(shifted, -ROUNDER);
   float r = KILN_Q_FMA(-n, 0.693145751953125f, x);
   r = KILN_Q_FMA(-n, 1.428606765330187045e-06f, r);
   float p = 1.0f / 5040.0f;
@@ -75,7 +75,39 @@ KILN_FP8_FN float exp_within_87(float x) {
   p = KILN_Q_FMA(p, r, 0.5f);
   p = KILN_Q_FMA(p, r, 1.0f);
   p = KILN_Q_FMA(p, r, 1.0f);
-  return KILN_Q_MUL(p, pow2(static_cast<int>(n)));
+  // (bits - ROUNDER_BITS) is n in two's complement; unsigned wrap-around makes (n + 127) << 23.
+  return KILN_Q_MUL(p, KILN_Q_FLOAT((KILN_Q_BITS(shifted) - ROUNDER_BITS + 127u) << 23));
+}
+
+// 1 / d, correctly rounded, for 1 <= d < 2^126: on the device __frcp_rn's own fast path (an
+// approximate reciprocal and one fma refinement, which is correctly rounded wherever neither d nor
+// 1/d is near the ends of the exponent range) without its range test and slow-path call, which
+// made every sigmoid a branch with convergence barriers and kept the compiler from interleaving
+// the elements' chains. bench/twin_geometry.cu checks it against __frcp_rn for every float in the
+// range (0 differ).
+KILN_FP8_FN float reciprocal_of_normal(float d) {
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+  return __fmaf_rn(r, -__fmaf_rn(d, r, -1.0f), r);
+#else
+  return 1.0f / d;
+#endif
+}
+
+// `value`, or +0 where `zero`. Why a selp on the device: written as `?:`, the compiler branched
+// around each element's whole sigmoid (a convergence barrier and two branches per element), which
+// kept it from interleaving the elements' dependent chains.
+KILN_FP8_FN float zero_if(bool zero, float value) {
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+  float chosen;
+  asm("{ .reg .pred p; setp.ne.u32 p, %2, 0; selp.f32 %0, 0f00000000, %1, p; }"
+      : "=f"(chosen)
+      : "f"(value), "r"(static_cast<unsigned>(zero)));
+  return chosen;
+#else
+  return zero ? 0.0f : value;
+#endif
 }
 
 // silu(gate) * up = gate * (1 / (1 + e^-gate)) * up, each step rounded once in fp32 (the reciprocal
@@ -85,8 +117,8 @@ KILN_FP8_FN float exp_within_87(float x) {
 // does. NaN stays NaN through `gate`; silu(-inf) is NaN (-inf * 0), as gate / (1 + e^inf) is.
 KILN_FP8_FN float silu_and_mul(float gate, float up) {
   const float t = fminf(fmaxf(-gate, -87.0f), 87.0f);
-  const float sigmoid = -gate > 87.0f ? 0.0f : KILN_Q_RCP(KILN_Q_ADD(1.0f, exp_within_87(t)));
-  return KILN_Q_MUL(KILN_Q_MUL(gate, sigmoid), up);
+  const float reciprocal = reciprocal_of_normal(KILN_Q_ADD(1.0f, exp_within_87(t)));
+  return KILN_Q_MUL(KILN_Q_MUL(gate, zero_if(-gate > 87.0f, reciprocal)), up);
 }
 
 // vLLM's UE8M0 scale: clamp to 1e-10, then the smallest power of two >= it (its exponent plus one

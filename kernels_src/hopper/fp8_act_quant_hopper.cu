@@ -16,6 +16,9 @@
 
 namespace {
 constexpr unsigned HQ_THREADS = 128;
+#ifndef KILN_HQ_MIN_CTAS
+#define KILN_HQ_MIN_CTAS 1  // CTAs per SM the registers must allow (bench/family_geometry.sh tries more)
+#endif
 constexpr unsigned HQ_LANES = 8;                               // threads per group
 constexpr unsigned HQ_VECS = 2;                                // uint4 loads per thread per group
 constexpr unsigned HQ_VEC = 8;                                 // bf16 per uint4
@@ -54,19 +57,18 @@ __device__ __forceinline__ void quantize_slice(const uint4 (&v)[HQ_VECS], unsign
     absmax = fmaxf(absmax, __shfl_xor_sync(mask, absmax, offset));
 
   const kiln::fp8::GroupDivisor divisor = kiln::fp8::group_divisor(absmax);
+  unsigned pairs[HQ_VECS * HQ_VEC / 2];
+  kiln::fp8::e4m3x2_group<HQ_VECS * HQ_VEC / 2>(f, divisor, pairs);
 #pragma unroll
   for (unsigned w = 0; w < HQ_VECS; ++w) {
-    unsigned pairs[4];
-#pragma unroll
-    for (unsigned j = 0; j < 4; ++j)
-      pairs[j] = kiln::fp8::e4m3x2_in_group(f[w * HQ_VEC + 2 * j], f[w * HQ_VEC + 2 * j + 1], divisor);
-    *reinterpret_cast<uint2*>(q + w * HQ_VEC_STRIDE) = make_uint2(pairs[0] | (pairs[1] << 16), pairs[2] | (pairs[3] << 16));
+    const unsigned* p = pairs + w * HQ_VEC / 2;
+    *reinterpret_cast<uint2*>(q + w * HQ_VEC_STRIDE) = make_uint2(p[0] | (p[1] << 16), p[2] | (p[3] << 16));
   }
   if (scale_out) *scale_out = divisor.scale;
 }
 }  // namespace
 
-extern "C" __global__ __launch_bounds__(HQ_THREADS) void per_token_group_quant_fp8_hopper(
+extern "C" __global__ __launch_bounds__(HQ_THREADS, KILN_HQ_MIN_CTAS) void per_token_group_quant_fp8_hopper(
     const unsigned short* __restrict__ x, unsigned char* __restrict__ q, float* __restrict__ scales,
     unsigned int k) {
   kiln::pdl::enter_stream_order();

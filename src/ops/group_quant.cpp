@@ -103,14 +103,17 @@ std::uint32_t GroupQuant::groups_per_cta(const QuantVariant& variant) {
   return FAMILY_THREADS / (variant.group / elements_per_thread);
 }
 
+std::uint32_t GroupQuant::items_per_slot(const QuantVariant& variant) { return variant.silu_and_mul ? 1 : 2; }
+
 std::array<std::uint32_t, 3> GroupQuant::grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k) {
-  const std::uint64_t per_cta = groups_per_cta(variant);
+  const std::uint64_t slots = groups_per_cta(variant);
+  const std::uint64_t items = items_per_slot(variant);
   const std::uint64_t groups = groups_of(variant, k);
-  std::uint64_t ctas = (m * groups + per_cta - 1) / per_cta;
+  std::uint64_t ctas = (m * groups + slots * items - 1) / (slots * items);
   if (variant.scales != QuantScales::row_major) {
-    // Tiles of TILE_ROWS x TILE_GROUPS (the kernel's constants), over the padding of the packed layout too.
-    const std::uint64_t tile_rows = 8;
-    const std::uint64_t tile_groups = per_cta / tile_rows;
+    // Tiles of TILE_ROWS * ITEMS x TILE_GROUPS (the kernel's constants), over the padding of the packed layout too.
+    const std::uint64_t tile_rows = 8 * items;
+    const std::uint64_t tile_groups = slots / 8;
     const bool packed = variant.scales == QuantScales::ue8m0_packed;
     const std::uint64_t rows = packed ? padded_to_4(m) : m;
     const std::uint64_t span = packed ? (groups + 3) / 4 * 4 : groups;

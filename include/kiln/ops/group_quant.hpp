@@ -119,12 +119,14 @@ class GroupQuant {
 
   /// The checks `launch` makes, without a GPU. Throws kiln::Error.
   static void check(const QuantVariant& variant, const QuantArgs& args);
-  /// Groups one 256-thread CTA of the family kernel covers: 256 / lanes per group.
+  /// Group slots in one 256-thread CTA of the family kernel: 256 / lanes per group.
   static std::uint32_t groups_per_cta(const QuantVariant& variant);
-  /// The family kernel's grid for `(m, k)`, 1-D: with row-major scales ceil(m * G / groups_per_cta)
-  /// CTAs, flat over (row, group); with column-major scales tiles of 8 rows by groups_per_cta / 8
-  /// groups (over m padded to 4 and G padded to 4 for the packed
-  /// layout, whose padding the tiles write as zeros).
+  /// Groups each slot takes (the kernel's KILN_Q_ITEMS): 1 with the fused SiLU, else 2.
+  static std::uint32_t items_per_slot(const QuantVariant& variant);
+  /// The family kernel's grid for `(m, k)`, 1-D: with row-major scales
+  /// ceil(m * G / (groups_per_cta * items_per_slot)) CTAs, flat over (row, group); with column-major
+  /// scales tiles of 8 * items_per_slot rows by groups_per_cta / 8 groups (over m padded to 4 and G
+  /// padded to 4 for the packed layout, whose padding the tiles write as zeros).
   static std::array<std::uint32_t, 3> grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k);
 
  private:
