@@ -24,6 +24,7 @@ namespace {
 
 const KernelHandle SHARED{11};
 const KernelHandle HOPPER{22};
+const KernelHandle SHARED_PDL{33};
 
 // Fake device addresses: never dereferenced, only checked for alignment and passed through.
 void* address(std::uintptr_t value) { return reinterpret_cast<void*>(value); }
@@ -264,7 +265,7 @@ TEST_CASE("PDL: the call's option and the process's KILN_PDL reach the backend, 
   const bool process_pdl = lever != nullptr && std::string(lever) == "1";
   CHECK(pdl_lever() == process_pdl);
   test::RecordingBackend gpu(132);
-  const Fp8ActQuant quant(SHARED, HOPPER, 132);
+  const Fp8ActQuant quant(SHARED, HOPPER, 132, SHARED_PDL);
   void* x = address(0x10000);
   void* q = address(0x20000);
   auto* scales = static_cast<float*>(address(0x30000));
@@ -285,10 +286,31 @@ TEST_CASE("PDL: the call's option and the process's KILN_PDL reach the backend, 
   family.launch(gpu, args);
 
   REQUIRE(gpu.launches.size() == 5);
+  // M = 16 picks the shared kernel: with PDL it runs as its PDL entry, without as the plain one.
   CHECK(gpu.launches[0].options.programmatic_dependent == process_pdl);
+  CHECK(gpu.launches[0].kernel == (process_pdl ? SHARED_PDL : SHARED));
   CHECK(gpu.launches[1].options.programmatic_dependent);
+  CHECK(gpu.launches[1].kernel == SHARED_PDL);
   CHECK(gpu.launches[2].options.programmatic_dependent);
-  CHECK(gpu.launches[2].kernel == SHARED);
+  CHECK(gpu.launches[2].kernel == SHARED_PDL);
   CHECK(gpu.launches[3].options.programmatic_dependent == process_pdl);
   CHECK(gpu.launches[4].options.programmatic_dependent);
+  CHECK(gpu.launches[4].kernel == SHARED_PDL);
+}
+
+TEST_CASE("PDL: the twin keeps its one entry; a shared kernel without its PDL entry is launched plainly", "[pdl]") {
+  test::RecordingBackend gpu(132);
+  void* x = address(0x10000);
+  void* q = address(0x20000);
+  auto* scales = static_cast<float*>(address(0x30000));
+  const Fp8ActQuant with_pdl_entry(SHARED, HOPPER, 132, SHARED_PDL);
+  with_pdl_entry.launch_with(true, gpu, x, q, scales, 4096, 7168, nullptr, LaunchOptions{true});
+  const Fp8ActQuant without_pdl_entry(SHARED, HOPPER, 132);
+  without_pdl_entry.launch_with(true, gpu, x, q, scales, 16, 7168, nullptr, LaunchOptions{true});
+
+  REQUIRE(gpu.launches.size() == 2);
+  CHECK(gpu.launches[0].kernel == HOPPER);
+  CHECK(gpu.launches[0].options.programmatic_dependent);
+  CHECK(gpu.launches[1].kernel == SHARED);
+  CHECK_FALSE(gpu.launches[1].options.programmatic_dependent);
 }

@@ -11,7 +11,8 @@ TEST_CASE("registry holds both quantizer modules with their families and entry p
   const auto* shared = find_module(ops::FP8_QUANT_MODULE);
   REQUIRE(shared != nullptr);
   CHECK(shared->family == "common");
-  CHECK(shared->entries == std::vector<std::string>{std::string(ops::FP8_QUANT_ENTRY)});
+  CHECK(shared->entries ==
+        std::vector<std::string>{std::string(ops::FP8_QUANT_ENTRY), std::string(ops::FP8_QUANT_PDL_ENTRY)});
 
   const auto* twin = find_module(ops::FP8_QUANT_HOPPER_MODULE);
   REQUIRE(twin != nullptr);

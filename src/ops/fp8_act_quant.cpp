@@ -5,9 +5,13 @@
 namespace kiln::ops {
 
 Fp8ActQuant Fp8ActQuant::resolve(GpuBackend& gpu) {
-  return Fp8ActQuant(try_kernel(gpu, FP8_QUANT_MODULE, FP8_QUANT_ENTRY),
-                     try_target_kernel(gpu, FP8_QUANT_HOPPER_MODULE, FP8_QUANT_HOPPER_ENTRY),
-                     gpu.device().sm_count);
+  const KernelHandle shared = try_kernel(gpu, FP8_QUANT_MODULE, FP8_QUANT_ENTRY);
+  // Why only after the plain entry loaded: both come from one module, and asking again after a
+  // failed load would retry it.
+  const KernelHandle shared_pdl =
+      shared.loaded() ? try_kernel(gpu, FP8_QUANT_MODULE, FP8_QUANT_PDL_ENTRY) : KernelHandle{};
+  return Fp8ActQuant(shared, try_target_kernel(gpu, FP8_QUANT_HOPPER_MODULE, FP8_QUANT_HOPPER_ENTRY),
+                     gpu.device().sm_count, shared_pdl);
 }
 
 Fp8ActQuant Fp8ActQuant::shared_only(KernelHandle shared, std::uint32_t sm_count) {

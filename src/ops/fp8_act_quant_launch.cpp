@@ -59,8 +59,19 @@ Fp8QuantPick Fp8ActQuant::launch_with(bool requested, GpuBackend& gpu, const voi
   fp8_act_quant_note_verdict(requested, chosen.reject, m, k, sm_count_);
   std::uint32_t k_arg = k;
   void* args[] = {&x, &q, &scales, &k_arg};
-  gpu.launch(chosen.kernel, Dim3{chosen.grid[0], chosen.grid[1], chosen.grid[2]}, Dim3{BLOCK_THREADS, 1, 1}, 0,
-             stream, args, quant_launch_options(options));
+  // Why the entry swap after the pick: the PDL entry is the same kernel with the grid-dependency
+  // steps, so the pick's kernel, grid and reason stand; the plain shared entry must never get PDL,
+  // as it does not wait for the prior grid.
+  LaunchOptions launch_options = quant_launch_options(options);
+  KernelHandle kernel = chosen.kernel;
+  if (launch_options.programmatic_dependent && !chosen.twin) {
+    if (shared_pdl_.loaded())
+      kernel = shared_pdl_;
+    else
+      launch_options.programmatic_dependent = false;
+  }
+  gpu.launch(kernel, Dim3{chosen.grid[0], chosen.grid[1], chosen.grid[2]}, Dim3{BLOCK_THREADS, 1, 1}, 0, stream,
+             args, launch_options);
   return chosen;
 }
 

@@ -28,6 +28,9 @@ namespace kiln::ops {
 inline constexpr std::string_view FP8_QUANT_MODULE = "per_token_group_quant_fp8";
 /// Entry point of the shared quantizer.
 inline constexpr std::string_view FP8_QUANT_ENTRY = "per_token_group_quant_fp8";
+/// The shared quantizer with the grid-dependency steps, in the same module: what a launch with
+/// PDL runs (the plain entry leaves the steps out; on its one-group CTAs they halved throughput).
+inline constexpr std::string_view FP8_QUANT_PDL_ENTRY = "per_token_group_quant_fp8_pdl";
 /// Module (file stem) of the Hopper twin.
 inline constexpr std::string_view FP8_QUANT_HOPPER_MODULE = "fp8_act_quant_hopper";
 /// Entry point of the Hopper twin. It differs from the shared entry point, so a Hopper image
@@ -112,8 +115,10 @@ class Fp8ActQuant {
  public:
   /// No quantizer: both handles are 0.
   Fp8ActQuant() = default;
-  Fp8ActQuant(KernelHandle shared, KernelHandle hopper, std::uint32_t sm_count)
-      : shared_(shared), hopper_(hopper), sm_count_(sm_count) {}
+  /// `shared_pdl`: the shared kernel's PDL entry (FP8_QUANT_PDL_ENTRY); without it a PDL launch of
+  /// the shared kernel is a plain one.
+  Fp8ActQuant(KernelHandle shared, KernelHandle hopper, std::uint32_t sm_count, KernelHandle shared_pdl = {})
+      : shared_(shared), hopper_(hopper), shared_pdl_(shared_pdl), sm_count_(sm_count) {}
 
   /// Probe both kernels on `gpu`; a missing one resolves to 0. The SM count is `gpu`'s.
   static Fp8ActQuant resolve(GpuBackend& gpu);
@@ -150,7 +155,8 @@ class Fp8ActQuant {
   /// `m` <= 2^31-1 (grid X); for the shared kernel `k/128` <= 65535 (grid Y). `m == 0` or
   /// `k == 0` is a no-op. Throws kiln::Error when no kernel is available. Returns the pick used
   /// (`action` launch or noop); the shape checks are `fp8_quant_action`'s, the same as every pick's.
-  /// `options` with the process's `KILN_PDL` folded in (quant_launch_options) go to the launch.
+  /// `options` with the process's `KILN_PDL` folded in (quant_launch_options) go to the launch; with
+  /// PDL the shared kernel runs as its PDL entry (or, without that handle, is launched plainly).
   Fp8QuantPick launch(GpuBackend& gpu, const void* x, void* q, float* scales, std::uint32_t m,
                       std::uint32_t k, void* stream, LaunchOptions options = {}) const;
   /// `launch` with an explicit lever value instead of the process's, as `pick_with` is to `pick`.
@@ -165,6 +171,7 @@ class Fp8ActQuant {
  private:
   KernelHandle shared_;
   KernelHandle hopper_;
+  KernelHandle shared_pdl_;
   std::uint32_t sm_count_ = 0;
 };
 
