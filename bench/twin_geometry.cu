@@ -1,36 +1,24 @@
 // Exploration harness for the Hopper twin's geometry and division (kiln issue 6), built on the device
 // with `nvcc -O3 -std=c++17 -arch=sm_90a -I kernels_src/common bench/twin_geometry.cu`; run with
-// the argument `flat` it times the shipped twin against issue 16's flat-grid candidates instead. Every
+// the argument `flat` it times the shipped twin against issue 16's flat-grid candidates instead, with
+// `check` it runs only the exhaustive numerics checks (exit 1 if any case differs). Every
 // variant covers the twin's contract (grid (M, Y), any 1 <= Y <= K/128) and is checked byte for
 // byte against the __fdiv_rn variant before it is timed, so a fast variant that changes bytes is
 // reported, not kept.
 //
 // Variants: LANES threads per group (16: one uint4 each, 8: two, 4: four), THREADS per CTA, UNROLL
 // groups loaded per slot before any is reduced, DIV (0: __fdiv_rn per element; 1: the kernel's
-// e4m3x2_in_group, one correctly rounded reciprocal per group plus one fma correction per element;
+// e4m3x2_group, one correctly rounded reciprocal per group plus one fma correction per element;
 // 2: x * reciprocal, wrong bytes, timed only as the bound with no division cost), PIPE (loads of
 // the slot's next pass issued before this pass is reduced).
-#include <cuda_runtime.h>
-
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <random>
-#include <vector>
 
+#include "geometry_harness.cuh"
 // The twin itself, for its load_stream (and so the harness times the same loads it ships); needs
 // -I kernels_src/common for the kernel's own include of fp8_e4m3.cuh.
 #include "../kernels_src/hopper/fp8_act_quant_hopper.cu"
-
-#define CHECK(call)                                                                  \
-  do {                                                                               \
-    cudaError_t e_ = (call);                                                         \
-    if (e_ != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
+#include "quant_numerics.cuh"
 
 namespace fp8 = kiln::fp8;
 
@@ -39,7 +27,10 @@ __device__ __forceinline__ unsigned pair_codes(float lo, float hi, const fp8::Gr
   if constexpr (DIV == 0) {
     return fp8::e4m3x2(fp8::clamped_ratio(lo, d.scale), fp8::clamped_ratio(hi, d.scale));
   } else if constexpr (DIV == 1) {
-    return fp8::e4m3x2_in_group(lo, hi, d);
+    const float f[2] = {lo, hi};
+    unsigned pair;
+    fp8::e4m3x2_group<1>(f, d, &pair);
+    return pair;
   } else {
     return fp8::e4m3x2(fp8::clamp_ratio(lo * d.recip), fp8::clamp_ratio(hi * d.recip));
   }
@@ -173,6 +164,39 @@ __global__ void exhaustive_div(unsigned long long* mismatches, unsigned* first_b
   if (bad) atomicAdd(mismatches, bad);
 }
 
+// The fused SiLU's two shortcuts, over their whole domains: kiln::quant::reciprocal_of_normal
+// against __frcp_rn for every float d in [1, 2^126); and for every float x in [-87, 87], the
+// 1.5 * 2^23 rounding in exp_within_87 against rintf: the same n and the same 2^n bits as an integer
+// conversion gives (the rest of the function is the same arithmetic either way).
+__global__ void exhaustive_silu_parts(unsigned long long* mismatches, unsigned* first_bad) {
+  constexpr unsigned long long RECIPROCALS = 0x7e800000ull - 0x3f800000ull;
+  constexpr unsigned long long EXPONENTS = 0x42ae0001ull;  // bit patterns 0 .. 87.0f, each sign
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  unsigned long long bad = 0;
+  for (unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x; i < RECIPROCALS + 2 * EXPONENTS; i += stride) {
+    bool same;
+    unsigned bits;
+    if (i < RECIPROCALS) {
+      bits = 0x3f800000u + static_cast<unsigned>(i);
+      const float d = __uint_as_float(bits);
+      same = __float_as_uint(kiln::quant::reciprocal_of_normal(d)) == __float_as_uint(__frcp_rn(d));
+    } else {
+      const unsigned long long e = i - RECIPROCALS;
+      bits = e < EXPONENTS ? static_cast<unsigned>(e) : 0x80000000u | static_cast<unsigned>(e - EXPONENTS);
+      const float scaled = __fmul_rn(__uint_as_float(bits), 1.44269502162933349609375f);
+      const float shifted = __fadd_rn(scaled, 12582912.0f);
+      const float n = rintf(scaled);
+      same = __fadd_rn(shifted, -12582912.0f) == n &&
+             ((__float_as_uint(shifted) - 0x4b400000u + 127u) << 23) == (static_cast<unsigned>(static_cast<int>(n) + 127) << 23);
+    }
+    if (!same) {
+      ++bad;
+      atomicCAS(first_bad, 0xffffffffu, bits);
+    }
+  }
+  if (bad) atomicAdd(mismatches, bad);
+}
+
 using Kernel = void (*)(const unsigned short*, unsigned char*, float*, unsigned);
 
 struct Variant {
@@ -188,11 +212,6 @@ static const Variant variants[] = {
     V(8, 128, 1, 1, 0),  V(8, 128, 1, 1, 1),  V(8, 256, 1, 1, 0),  V(8, 256, 1, 1, 1), V(4, 64, 1, 1, 0),
     V(4, 64, 1, 1, 1),   V(4, 128, 1, 1, 0),  V(4, 128, 1, 1, 1),  V(8, 128, 2, 1, 1),
 };
-
-static float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Normal bf16 (truncated from fp32) whose 128-element groups span 2^-20..2^19, so group scales vary.
 static std::vector<unsigned short> random_bf16(size_t elems, std::mt19937& rng) {
@@ -227,9 +246,6 @@ static void run_flat(double ceiling) {
                                     {"flat threads128 gps2", flat<128, 2>, 128, 2}};
   const unsigned shapes[][2] = {{1, 7168},    {16, 7168},   {512, 7168},   {2048, 7168},
                                 {8192, 7168}, {32768, 7168}, {16384, 18432}, {4096, 5120}};
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
   std::printf("\n%-26s %-22s %9s %9s %7s %s\n", "M x K", "kernel", "us", "GB/s", "%ceil", "bytes");
   for (const auto& shape : shapes) {
     const unsigned m = shape[0], k = shape[1];
@@ -267,18 +283,7 @@ static void run_flat(double ceiling) {
         CHECK(cudaMemcpy(got_s.data(), sout[0], groups * 4, cudaMemcpyDeviceToHost));
         same = got_q == ref_q && std::memcmp(got_s.data(), ref_s.data(), groups * 4) == 0;
       }
-      std::vector<float> t;
-      for (int i = 0; i < 30; ++i) {
-        const int b = i % sets;
-        CHECK(cudaEventRecord(e0));
-        for (int r = 0; r < 10; ++r) launch(b);
-        CHECK(cudaEventRecord(e1));
-        CHECK(cudaEventSynchronize(e1));
-        float ms;
-        CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        if (i >= 3) t.push_back(ms / 10);
-      }
-      return Timed{median(t) * 1e3, same};
+      return Timed{median_us_per_launch(launch, sets), same};
     };
     const auto report = [&](const char* name, Timed r) {
       const double gbs = double(set_bytes) / (r.us * 1e-6) / 1e9;
@@ -303,49 +308,48 @@ static void run_flat(double ceiling) {
   }
 }
 
-int main(int argc, char** argv) {
-  const bool flat_mode = argc > 1 && std::strcmp(argv[1], "flat") == 0;
-  cudaDeviceProp prop{};
-  CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
-
+// Runs one exhaustive check (a kernel counting mismatches) and prints its count and first case.
+template <class Launch>
+static unsigned long long exhaustive(const char* what, Launch launch) {
   unsigned long long* d_bad;
   unsigned* d_first;
   CHECK(cudaMalloc(&d_bad, 8));
   CHECK(cudaMalloc(&d_first, 4));
   CHECK(cudaMemset(d_bad, 0, 8));
   CHECK(cudaMemset(d_first, 0xff, 4));
-  if (!flat_mode) exhaustive_div<<<0x7f81, 256>>>(d_bad, d_first);
+  launch(d_bad, d_first);
+  CHECK(cudaGetLastError());
   CHECK(cudaDeviceSynchronize());
   unsigned long long bad = 0;
   unsigned first = 0;
   CHECK(cudaMemcpy(&bad, d_bad, 8, cudaMemcpyDeviceToHost));
   CHECK(cudaMemcpy(&first, d_first, 4, cudaMemcpyDeviceToHost));
-  std::printf("exhaustive (absmax, x) pairs: %llu codes differ from __fdiv_rn (first absmax 0x%04x x 0x%04x)\n", bad,
-              first >> 16, first & 0xffff);
+  CHECK(cudaFree(d_bad));
+  CHECK(cudaFree(d_first));
+  std::printf("exhaustive %s: %llu differ (first 0x%08x)\n", what, bad, first);
+  return bad;
+}
 
-  // Ceiling: device-to-device copy of 1 GiB, bytes read plus written.
-  const size_t copy_bytes = size_t(1) << 30;
-  void *ca, *cb;
-  CHECK(cudaMalloc(&ca, copy_bytes));
-  CHECK(cudaMalloc(&cb, copy_bytes));
+int main(int argc, char** argv) {
+  const bool flat_mode = argc > 1 && std::strcmp(argv[1], "flat") == 0;
+  const bool check_mode = argc > 1 && std::strcmp(argv[1], "check") == 0;
+  cudaDeviceProp prop{};
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+
+  if (!flat_mode) {
+    unsigned long long bad = exhaustive("(absmax, x) bf16 pairs, e4m3 codes by reciprocal against __fdiv_rn",
+                                        [](unsigned long long* b, unsigned* f) { exhaustive_div<<<0x7f81, 256>>>(b, f); });
+    bad += exhaustive("SiLU parts (reciprocal_of_normal against __frcp_rn; 1.5 * 2^23 rounding against rintf)",
+                      [](unsigned long long* b, unsigned* f) { exhaustive_silu_parts<<<132 * 16, 256>>>(b, f); });
+    if (check_mode) return bad == 0 ? 0 : 1;
+  }
+
+  const double ceiling = copy_ceiling_gbps();
+  std::printf("copy ceiling %.0f GB/s\n", ceiling);
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
-  std::vector<float> ct;
-  for (int i = 0; i < 12; ++i) {
-    CHECK(cudaEventRecord(e0));
-    CHECK(cudaMemcpyAsync(cb, ca, copy_bytes, cudaMemcpyDeviceToDevice));
-    CHECK(cudaEventRecord(e1));
-    CHECK(cudaEventSynchronize(e1));
-    float ms;
-    CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    if (i >= 2) ct.push_back(ms);
-  }
-  const double ceiling = 2.0 * copy_bytes / (median(ct) * 1e-3) / 1e9;
-  std::printf("copy ceiling %.0f GB/s\n", ceiling);
-  CHECK(cudaFree(ca));
-  CHECK(cudaFree(cb));
   if (flat_mode) {
     run_flat(ceiling);
     return 0;

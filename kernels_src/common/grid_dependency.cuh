@@ -2,7 +2,8 @@
 // serialization (kiln::LaunchOptions::programmatic_dependent), a kernel may start before the
 // previous kernel on its stream has finished; `wait_for_prior_grid` blocks until that kernel has
 // completed and its memory is visible, so everything after it sees the stream order. Launched
-// without the attribute, both instructions return at once.
+// without the attribute, both instructions return at once. KILN_NO_GRID_DEPENDENCY compiles them
+// out: only bench/family_geometry.cu sets it, to measure what they cost.
 #pragma once
 
 namespace kiln::pdl {
@@ -10,7 +11,7 @@ namespace kiln::pdl {
 // Call before the first global memory access: the previous kernel may still write x, or read
 // what this kernel is about to overwrite.
 __device__ __forceinline__ void wait_for_prior_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(KILN_NO_GRID_DEPENDENCY)
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
@@ -20,7 +21,7 @@ __device__ __forceinline__ void wait_for_prior_grid() {
 // only once every CTA of this grid has run this (or exited), which keeps them off the SMs while
 // this grid still has CTAs to place.
 __device__ __forceinline__ void allow_dependent_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(KILN_NO_GRID_DEPENDENCY)
   asm volatile("griddepcontrol.launch_dependents;");
 #endif
 }

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The geometry and PDL-cost builds of bench/family_geometry.cu:
+#   bench/family_geometry.sh build DIR   compile every configuration below into DIR (nvcc, any machine)
+#   bench/family_geometry.sh run DIR [M K ...]  run each on the GPU (one table per build; shapes as
+#                                        pairs, default family_geometry.cu's set)
+# A configuration is a name and its -D flags; the family's variant parameters are kiln's
+# (KILN_Q_IN 0 bf16 1 fp16 2 fp32, KILN_Q_OUT 0 e4m3 1 int8, KILN_Q_SCALES 0 row 1 col 2 col_tma 3 packed).
+set -euo pipefail
+mode=${1:?usage: family_geometry.sh build|run DIR}
+dir=${2:?usage: family_geometry.sh build|run DIR}
+root=$(cd "$(dirname "$0")/.." && pwd)
+family() { echo "-DKILN_Q_IN=$1 -DKILN_Q_GROUP=$2 -DKILN_Q_OUT=$3 -DKILN_Q_SCALES=$4 -DKILN_Q_UE8M0=$5 -DKILN_Q_SILU=$6"; }
+configs=(
+  "shared:-DKILN_BENCH_KERNEL=1"
+  "shared_nogd:-DKILN_BENCH_KERNEL=1 -DKILN_NO_GRID_DEPENDENCY"
+  "twin:-DKILN_BENCH_KERNEL=2"
+  "twin_nogd:-DKILN_BENCH_KERNEL=2 -DKILN_NO_GRID_DEPENDENCY"
+  "twin_occ16:-DKILN_BENCH_KERNEL=2 -DKILN_HQ_MIN_CTAS=16"
+  "row128_i1:$(family 0 128 0 0 0 0) -DKILN_Q_ITEMS=1"
+  "row128_i1_occ8:$(family 0 128 0 0 0 0) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
+  "row128_i2:$(family 0 128 0 0 0 0) -DKILN_Q_ITEMS=2"
+  "row128_i2_occ8:$(family 0 128 0 0 0 0) -DKILN_Q_ITEMS=2 -DKILN_Q_MIN_CTAS=8"
+  "silu128_i1:$(family 0 128 0 0 0 1) -DKILN_Q_ITEMS=1"
+  "silu128_i1_occ8:$(family 0 128 0 0 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
+  "silu128_i2:$(family 0 128 0 0 0 1) -DKILN_Q_ITEMS=2"
+  "col32_i1:$(family 0 32 0 1 0 0) -DKILN_Q_ITEMS=1"
+  "col32_i1_occ8:$(family 0 32 0 1 0 0) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
+  "col32_i2:$(family 0 32 0 1 0 0) -DKILN_Q_ITEMS=2"
+  "col128_i1:$(family 0 128 0 1 0 0) -DKILN_Q_ITEMS=1"
+  "col128_i2:$(family 0 128 0 1 0 0) -DKILN_Q_ITEMS=2"
+  "int8silu32col_i1:$(family 0 32 1 1 0 1) -DKILN_Q_ITEMS=1"
+  "int8silu32col_i1_occ8:$(family 0 32 1 1 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
+  "int8silu32col_i2:$(family 0 32 1 1 0 1) -DKILN_Q_ITEMS=2"
+  "int8row128_i1:$(family 0 128 1 0 0 0) -DKILN_Q_ITEMS=1"
+  "int8row128_i2:$(family 0 128 1 0 0 0) -DKILN_Q_ITEMS=2"
+  "packed32_i1:$(family 0 32 0 3 1 0) -DKILN_Q_ITEMS=1"
+  "packed32_i2:$(family 0 32 0 3 1 0) -DKILN_Q_ITEMS=2"
+)
+mkdir -p "$dir"
+for config in "${configs[@]}"; do
+  name=${config%%:*}
+  flags=${config#*:}
+  case $mode in
+    build)
+      # shellcheck disable=SC2086 # flags are words
+      nvcc -O3 -std=c++17 -arch=sm_90a -I "$root/kernels_src/common" $flags "$root/bench/family_geometry.cu" \
+        -o "$dir/$name" &
+      # Why two at a time: the CPU machine has two cores.
+      while [ "$(jobs -rp | wc -l)" -ge "${NVCC_JOBS:-2}" ]; do wait -n; done
+      ;;
+    run) echo "### $name"; "$dir/$name" "${@:3}" ;;
+    *) echo "family_geometry.sh: unknown mode $mode (build or run)" >&2; exit 2 ;;
+  esac
+done
+wait
+if [ "$mode" = build ]; then
+  for config in "${configs[@]}"; do
+    [ -x "$dir/${config%%:*}" ] || { echo "family_geometry.sh: ${config%%:*} did not build" >&2; exit 1; }
+  done
+fi
