@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # On the GPU machine (H200: Python 3.12 in /opt/torch/.venv with torch, pybind11, pytest; no
 # meson-python), from the repository root with .carry/bin/kiln and .carry/lib/libkiln.so* (plus
-# spdlog, fmt, xxhash) carried: builds the extension there against the carried library (an
-# extension built for another Python does not import), lays out the kiln package in a temporary
-# folder, runs pytest over tests/python (GPU tests included) and the eager host-overhead
-# measurement. Writes $OUT/python-tests.log, $OUT/python-pytest.xml, $OUT/python-overhead.{json,md}.
+# spdlog, fmt, xxhash) carried: builds the extensions there, kiln._kiln against the carried library
+# (an extension built for another Python does not import) and kiln._kiln_torch against that
+# Python's torch (as meson does with -Dtorch), lays out the kiln package in a temporary folder,
+# runs pytest over tests/python (GPU tests included) and the eager host-overhead measurement.
+# Writes $OUT/python-tests.log, $OUT/python-pytest.xml, $OUT/python-overhead.{json,md}.
 set -uo pipefail
 export LD_LIBRARY_PATH=$PWD/.carry/lib:/usr/local/cuda/lib64
 PY=${KILN_DEVICE_PYTHON:-/opt/torch/.venv/bin/python}
@@ -12,11 +13,24 @@ pkg=$(mktemp -d)/site
 mkdir -p "$pkg/kiln"
 lib=.carry/lib/libkiln.so.0
 [ -e "$lib" ] || { echo "device_python: no $lib carried" | tee "$OUT/python-tests.log"; exit 1; }
-ext="$pkg/kiln/_kiln$($PY -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
+suffix=$($PY -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+# torch's include and library folders and its _GLIBCXX_USE_CXX11_ABI (python/meson.build asks the same)
+read -r torch_inc torch_lib torch_abi < <($PY -c 'import os, torch; r = os.path.dirname(torch.__file__)
+print(os.path.join(r, "include"), os.path.join(r, "lib"), int(torch._C._GLIBCXX_USE_CXX11_ABI))')
+cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
 {
-  echo "### build the extension ($(date -u +%H:%M:%S))"
+  echo "### build the extensions ($(date -u +%H:%M:%S))"
   c++ -O2 -std=c++17 -shared -fPIC $($PY -m pybind11 --includes) -Iinclude python/ext/kiln_module.cpp \
-    "$lib" -Wl,-rpath,"$PWD/.carry/lib" -o "$ext" || exit 1
+    "$lib" -Wl,-rpath,"$PWD/.carry/lib" -o "$pkg/kiln/_kiln$suffix" || exit 1
+  echo "### build kiln._kiln_torch against torch in $torch_inc ($(date -u +%H:%M:%S))"
+  [ -e "$cuda_inc/cuda_runtime_api.h" ] ||
+    { echo "device_python: no $cuda_inc/cuda_runtime_api.h (set CUDA_HOME)"; exit 1; }
+  # Why C++20: recent PyTorch headers need it. Why no libkiln: it calls _kiln's capsule (quant_entry.hpp).
+  c++ -O2 -std=c++20 -shared -fPIC -D_GLIBCXX_USE_CXX11_ABI="$torch_abi" -isystem "$torch_inc" -isystem "$cuda_inc" \
+    "-I$($PY -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" -Iinclude python/ext/torch_quant.cpp \
+    -L"$torch_lib" -lc10 -lc10_cuda -ltorch -ltorch_cpu -ltorch_python -Wl,-rpath,"$torch_lib" \
+    -Wl,-rpath,"$PWD/.carry/lib" -o "$pkg/kiln/_kiln_torch$suffix" || exit 1
+  echo "### built ($(date -u +%H:%M:%S))"
   cp python/kiln/*.py "$pkg/kiln/" && cp .carry/bin/kiln "$pkg/kiln/kiln" || exit 1
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   echo "### pytest ($(date -u +%H:%M:%S))"

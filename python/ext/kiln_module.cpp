@@ -1,7 +1,8 @@
 // kiln._kiln: the extension under the Python package. Thin: one Service per device, created on
 // first use and kept for the process; the quantizer call takes one variant struct and raw device
 // pointers (the Python side owns tensors, streams and checks of shapes and dtypes) and goes to
-// the library's one family entry point, Service::group_quant (kiln/ops/group_quant.hpp).
+// the library's one family entry point, Service::group_quant (kiln/ops/group_quant.hpp). The same
+// call is exported to kiln._kiln_torch as a capsule (quant_entry.hpp).
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include "kiln/ops/group_quant.hpp"
 #include "kiln/service.hpp"
 #include "kiln/version.hpp"
+#include "quant_entry.hpp"
 
 namespace py = pybind11;
 using kiln::ops::QuantArgs;
@@ -46,6 +48,10 @@ std::uint64_t extent(const char* name, std::int64_t value) {
 
 // Why a Python ValueError: every refusal the library words as an invalid argument is about what
 // the caller passed; the rest (no kernel, a driver failure) stays a RuntimeError.
+bool is_invalid_argument(const std::string& what) {
+  return what.rfind("invalid argument", 0) == 0 || what.rfind("impossible variant", 0) == 0;
+}
+
 struct InvalidArgument {
   std::string message;
 };
@@ -55,11 +61,45 @@ auto invalid_as_value_error(Body&& body) {
   try {
     return body();
   } catch (const kiln::Error& error) {
-    const std::string what = error.what();
-    if (what.rfind("invalid argument", 0) == 0 || what.rfind("impossible variant", 0) == 0) throw InvalidArgument{what};
+    if (is_invalid_argument(error.what())) throw InvalidArgument{error.what()};
     throw;
   }
 }
+
+void quantize(int device, const QuantVariant& variant, const QuantArgs& args) {
+  kiln::Service& s = service(device);
+  kiln::ops::GroupQuant::check(variant, args);
+  const kiln::ops::GroupQuant quant = s.group_quant(variant);
+  if (!quant.available() && args.m != 0 && args.k != 0)
+    kiln::throw_error("kiln: variant " + variant.module_name() + " is not available on cuda:" + std::to_string(device) +
+                      " (" +
+                      (s.unavailable_reason().empty() ? "it did not compile or load; see the log"
+                                                      : s.unavailable_reason()) +
+                      ")");
+  quant.launch(s.gpu(), args);
+}
+
+kiln_python::QuantStatus quantize_entry(int device, const QuantVariant& variant, const QuantArgs& args,
+                                        const char** message) noexcept {
+  thread_local std::string failure;
+  auto status = kiln_python::QuantStatus::failed;
+  try {
+    quantize(device, variant, args);
+    return kiln_python::QuantStatus::ok;
+  } catch (const kiln::Error& error) {
+    failure = error.what();
+    if (is_invalid_argument(failure)) status = kiln_python::QuantStatus::invalid_argument;
+  } catch (const std::exception& error) {
+    failure = error.what();
+  } catch (...) {
+    failure = "kiln: unknown failure in quantize";
+  }
+  *message = failure.c_str();
+  return status;
+}
+
+// Why static: the capsule hands out its address for the life of the process.
+const kiln_python::QuantEntry quant_entry{kiln_python::quant_entry_version, &quantize_entry};
 
 py::dict counters(int device) {
   const kiln::ServiceCounters c = service(device).counters();
@@ -120,13 +160,13 @@ PYBIND11_MODULE(_kiln, m) {
       .def("__str__", [](const QuantVariant& v) { return v.refusal().empty() ? v.module_name() : v.description(); })
       .def("__repr__", [](const QuantVariant& v) { return "QuantVariant(" + v.description() + ")"; });
 
+  m.add_object("_quant_entry", py::capsule(&quant_entry, kiln_python::quant_entry_capsule));
   m.def("version", [] { return std::string(kiln::version_string()); });
   m.def(
       "quantize",
       [](int device, const QuantVariant& variant, std::uintptr_t x, std::uintptr_t q, std::uintptr_t scales,
          std::int64_t rows, std::int64_t k, std::int64_t x_row_stride, float eps, std::uintptr_t stream) {
         invalid_as_value_error([&] {
-          kiln::Service& s = service(device);
           QuantArgs args;
           args.x = pointer(x);
           args.q = pointer(q);
@@ -136,15 +176,7 @@ PYBIND11_MODULE(_kiln, m) {
           args.x_row_stride = extent("x_row_stride", x_row_stride);
           args.eps = eps;
           args.stream = pointer(stream);
-          kiln::ops::GroupQuant::check(variant, args);
-          const kiln::ops::GroupQuant quant = s.group_quant(variant);
-          if (!quant.available() && args.m != 0 && args.k != 0)
-            kiln::throw_error("kiln: variant " + variant.module_name() + " is not available on cuda:" +
-                              std::to_string(device) + " (" +
-                              (s.unavailable_reason().empty() ? "it did not compile or load; see the log"
-                                                              : s.unavailable_reason()) +
-                              ")");
-          quant.launch(s.gpu(), args);
+          quantize(device, variant, args);
         });
       },
       // Why without the GIL: the first call of a variant on a device may compile for a while.

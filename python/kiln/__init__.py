@@ -14,10 +14,15 @@ __version__ = _kiln.version()
 try:
     import torch as _torch  # noqa: F401
 except ImportError:  # the ops say so when called
-    _torch_ops = None
+    _torch_ops = _fast = _Tensor = _compiling = _LaunchError = None
 else:
     # Why at import: torch.compile must find torch.ops.kiln.* registered before it traces a call.
     from . import _dlpack, _torch_ops
+    # The eager fast path (kiln._kiln_torch), read per call so a test can turn it off.
+    _fast = _torch_ops.fast_quantize
+    _Tensor = _torch.Tensor
+    _compiling = _torch.compiler.is_compiling
+    _LaunchError = _torch_ops._kiln_torch.LaunchError if _fast is not None else None
 
 
 def _ops():
@@ -26,31 +31,47 @@ def _ops():
     return _torch_ops
 
 
-def per_token_group_quant_fp8(x, group_size=128, eps=1e-10, column_major_scales=False, tma_aligned_scales=False,
-                              use_ue8m0=False, out_q=None, *, dtype=None, pack_ue8m0_scales=False,
-                              fuse_silu_and_mul=False):
-    """vLLM's per_token_group_quant_fp8: x [..., K] (bfloat16, float16 or float32, CUDA, last
+def _public(name: str, output: str, int8: bool, doc: str):
+    """One of the public quantizers. Why a factory: the two differ only in the output, and the body
+    is the hot path: untraced, one call into kiln._kiln_torch does everything; under tracing, or
+    where it declines, the op path in _torch_ops checks, raises or runs the op."""
+
+    def quantize(x, group_size=128, eps=1e-10, column_major_scales=False, tma_aligned_scales=False, use_ue8m0=False,
+                 out_q=None, *, dtype=None, pack_ue8m0_scales=False, fuse_silu_and_mul=False):
+        # Why is_compiling first: under torch.compile it folds to True and dynamo never sees the
+        # C++ call, which it could not trace.
+        if _fast is not None and not _compiling() and type(x) is _Tensor:
+            try:
+                done = _fast(x, group_size, eps, column_major_scales, tma_aligned_scales, use_ue8m0, out_q, dtype,
+                             pack_ue8m0_scales, fuse_silu_and_mul, int8)
+            except _LaunchError as error:
+                _torch_ops.fast_launch_failed(error, x, group_size, column_major_scales, tma_aligned_scales,
+                                              use_ue8m0, pack_ue8m0_scales, fuse_silu_and_mul, output)
+                raise
+            if done is not None:
+                return done
+        ops = _ops()
+        ops.check_dtype(dtype, output)
+        return ops.quantize(_dlpack.as_tensor(x, "x"), group_size, eps, column_major_scales, tma_aligned_scales,
+                            use_ue8m0, _dlpack.as_tensor(out_q, "out_q"), output, pack_ue8m0_scales,
+                            fuse_silu_and_mul)
+
+    quantize.__name__ = quantize.__qualname__ = name
+    quantize.__doc__ = doc
+    return quantize
+
+
+per_token_group_quant_fp8 = _public("per_token_group_quant_fp8", "e4m3", False, """\
+    vLLM's per_token_group_quant_fp8: x [..., K] (bfloat16, float16 or float32, CUDA, last
     dimension contiguous, K a multiple of group_size in 32, 64, 128) -> (q float8_e4m3fn [..., K],
     scales float32). Scales: row-major [..., K/group_size]; column_major_scales: a (M, G) view of
     (G, M) storage; with tma_aligned_scales M is padded to a multiple of 4; use_ue8m0 rounds scales
     up to powers of two; pack_ue8m0_scales (with the three flags) gives DeepGEMM's int32 layout of
     four exponents each. fuse_silu_and_mul: x is [..., 2K] = [gate, up] and silu(gate) * up is
     quantized (SGLang's fused MoE activation). out_q: write q there (returned as q). Runs on x's
-    device and PyTorch's current stream."""
-    ops = _ops()
-    ops.check_dtype(dtype, "e4m3")
-    return ops.quantize(_dlpack.as_tensor(x, "x"), group_size, eps, column_major_scales, tma_aligned_scales,
-                        use_ue8m0, _dlpack.as_tensor(out_q, "out_q"), "e4m3", pack_ue8m0_scales, fuse_silu_and_mul)
-
-
-def per_token_group_quant_int8(x, group_size=128, eps=1e-10, column_major_scales=False, tma_aligned_scales=False,
-                               use_ue8m0=False, out_q=None, *, dtype=None, pack_ue8m0_scales=False,
-                               fuse_silu_and_mul=False):
-    """vLLM's per_token_group_quant_int8: as per_token_group_quant_fp8 with q int8 (+-127)."""
-    ops = _ops()
-    ops.check_dtype(dtype, "int8")
-    return ops.quantize(_dlpack.as_tensor(x, "x"), group_size, eps, column_major_scales, tma_aligned_scales,
-                        use_ue8m0, _dlpack.as_tensor(out_q, "out_q"), "int8", pack_ue8m0_scales, fuse_silu_and_mul)
+    device and PyTorch's current stream.""")
+per_token_group_quant_int8 = _public("per_token_group_quant_int8", "int8", True, """\
+    vLLM's per_token_group_quant_int8: as per_token_group_quant_fp8 with q int8 (+-127).""")
 
 
 def warm(device=None, dtype=None, group_size=128, output="e4m3", scales="row_major", use_ue8m0=False,

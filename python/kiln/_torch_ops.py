@@ -5,11 +5,24 @@ Two ops, because a custom op's output may not alias its input: `per_token_group_
 new (q, scales); `per_token_group_quant_out` writes q into `out_q` (declared mutated) and returns
 scales."""
 
+import warnings
 from typing import Optional, Tuple
 
 import torch
 
 from . import _kiln, _variant
+
+try:
+    from . import _kiln_torch
+except ModuleNotFoundError:  # built without torch (e.g. an isolated build): the Python path below
+    _kiln_torch = None
+except ImportError as error:  # built against another torch
+    warnings.warn(f"kiln: the C++ eager path (kiln._kiln_torch) does not load ({error}); using the Python path "
+                  f"(18 us a call on the H200): reinstall kiln with pip install --no-build-isolation")
+    _kiln_torch = None
+# The eager call in C++, which the public functions try first: (q, scales), or None where this
+# module's path must run (a traced call, a CPU tensor, any argument it does not take as is).
+fast_quantize = None if _kiln_torch is None else _kiln_torch.quantize
 
 _Q_DTYPES = {"e4m3": torch.float8_e4m3fn, "int8": torch.int8}
 # x's dtype -> the family's input name (a dict lookup per call instead of formatting the dtype)
@@ -73,18 +86,56 @@ def _launch(x, q, scales, m: int, k: int, stride: int, group_size: int, eps: flo
     try:
         _kiln.quantize(device, v, x.data_ptr(), q.data_ptr(), scales.data_ptr(), m, k, stride, eps, stream)
     except RuntimeError as error:
-        if torch.cuda.is_current_stream_capturing():
-            raise RuntimeError(
-                f"kiln: variant {v} could not be loaded on cuda:{device} during CUDA graph capture ({error}); "
-                f"call kiln.warm(device={device}, dtype={x.dtype}, group_size={group_size}, "
-                f"output='{output}', scales='{layout}', use_ue8m0={ue8m0}, fuse_silu_and_mul={silu}) "
-                f"before capturing") from error
+        reword_in_capture(error, x, group_size, output, layout, ue8m0, silu)
+        raise
+
+
+def reword_in_capture(error: RuntimeError, x, group_size: int, output: str, layout: str, ue8m0: bool,
+                      silu: bool) -> None:
+    """When a CUDA graph capture is why kiln could not load a kernel, raise that, naming the
+    kiln.warm(...) call to make before capturing; otherwise return (the caller re-raises)."""
+    if torch.cuda.is_current_stream_capturing():
+        v = _variant.variant(_X_DTYPES[x.dtype], group_size, output, layout, ue8m0, silu)
+        device = x.get_device()
+        raise RuntimeError(
+            f"kiln: variant {v} could not be loaded on cuda:{device} during CUDA graph capture ({error}); "
+            f"call kiln.warm(device={device}, dtype={x.dtype}, group_size={group_size}, "
+            f"output='{output}', scales='{layout}', use_ue8m0={ue8m0}, fuse_silu_and_mul={silu}) "
+            f"before capturing") from error
+
+
+def fast_launch_failed(error: RuntimeError, x, group_size, column_major_scales, tma_aligned_scales, use_ue8m0,
+                       pack_ue8m0_scales, fuse_silu_and_mul, output: str) -> None:
+    """reword_in_capture for fast_quantize, which only launches with plain bool flags."""
+    layout = _variant.scale_layout(column_major_scales, tma_aligned_scales, use_ue8m0, pack_ue8m0_scales)
+    reword_in_capture(error, x, group_size, output, layout, use_ue8m0, fuse_silu_and_mul)
+
+
+# layout -> fast_quantize's (column_major_scales, tma_aligned_scales, pack_ue8m0_scales)
+_LAYOUT_FLAGS = {"row_major": (False, False, False), "column_major": (True, False, False),
+                 "column_major_tma": (True, True, False), "ue8m0_packed": (True, True, True)}
+
+
+def _fast_body(x, out_q, group_size: int, eps: float, output: str, layout: str, ue8m0: bool, silu: bool):
+    """The ops' real implementation in one C++ call (compiled graphs call it on every run): (q,
+    scales), or None where fast_quantize declines or is not built."""
+    flags = _LAYOUT_FLAGS.get(layout)
+    if fast_quantize is None or flags is None or output not in _Q_DTYPES:
+        return None
+    column, tma, packed = flags
+    try:
+        return fast_quantize(x, group_size, eps, column, tma, ue8m0, out_q, None, packed, silu, output == "int8")
+    except _kiln_torch.LaunchError as error:
+        reword_in_capture(error, x, group_size, output, layout, ue8m0, silu)
         raise
 
 
 @torch.library.custom_op("kiln::per_token_group_quant", mutates_args=())
 def per_token_group_quant(x: torch.Tensor, group_size: int, eps: float, output: str, layout: str,
                           use_ue8m0: bool, silu_and_mul: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    done = _fast_body(x, None, group_size, eps, output, layout, use_ue8m0, silu_and_mul)
+    if done is not None:
+        return done
     m, k, stride = _check_x(x, group_size, layout, silu_and_mul)
     q, scales = _empty_outputs(x, m, k, group_size, output, layout)
     _launch(x, q, scales, m, k, stride, group_size, eps, output, layout, use_ue8m0, silu_and_mul)
@@ -100,6 +151,9 @@ def _(x, group_size, eps, output, layout, use_ue8m0, silu_and_mul):
 @torch.library.custom_op("kiln::per_token_group_quant_out", mutates_args=("out_q",))
 def per_token_group_quant_out(x: torch.Tensor, out_q: torch.Tensor, group_size: int, eps: float, output: str,
                               layout: str, use_ue8m0: bool, silu_and_mul: bool) -> torch.Tensor:
+    done = _fast_body(x, out_q, group_size, eps, output, layout, use_ue8m0, silu_and_mul)
+    if done is not None:
+        return done[1]
     m, k, stride = _check_x(x, group_size, layout, silu_and_mul)
     _check_out_q(out_q, x, k, output)
     scales = _empty_scales(x, m, k, group_size, layout)

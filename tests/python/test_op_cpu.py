@@ -1,14 +1,46 @@
-"""The ops without a GPU: registration, the fake implementation's shapes, dtypes and strides for
-every layout (meta tensors, FakeTensorMode, torch.compile(fullgraph=True)), and every error."""
+"""The ops without a GPU: registration, the outputs' shapes, dtypes and strides for every layout
+(meta tensors, FakeTensorMode, torch.compile(fullgraph=True)), and every error. Each test runs
+twice: through the eager fast path (kiln._kiln_torch, which takes meta tensors and declines, for
+the Python path to raise, whatever it does not accept) and through the Python path alone."""
 import math
 
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import kiln
 
 FP8, INT8 = kiln.per_token_group_quant_fp8, kiln.per_token_group_quant_int8
+BUILT_FAST = kiln._fast
+# What each call into the fast path returned, in the "fast" runs: (q, scales), or None (declined).
+fast_results = []
+
+
+@pytest.fixture(autouse=True, params=["fast", "python"])
+def path(request, monkeypatch):
+    fast_results.clear()
+    if request.param == "python":
+        monkeypatch.setattr(kiln, "_fast", None)
+        return request.param
+    if BUILT_FAST is None:
+        pytest.skip("kiln._kiln_torch is not built (test_the_fast_path_is_built says why)")
+
+    def spy(*args):
+        result = BUILT_FAST(*args)
+        fast_results.append(result)
+        return result
+
+    monkeypatch.setattr(kiln, "_fast", spy)
+    return request.param
+
+
+def test_the_fast_path_is_built():
+    # tools/test-python and bench/device_python.sh build kiln._kiln_torch (torch is importable at
+    # build time there); a wheel built without torch takes the Python path, which is not what runs
+    # in production.
+    assert BUILT_FAST is not None, ("kiln._kiln_torch is missing: pip install --no-build-isolation into an "
+                                    "environment with torch builds it")
 
 
 def meta(*shape, dtype=torch.bfloat16):
@@ -47,13 +79,14 @@ def test_ops_are_registered():
 @pytest.mark.parametrize("group", [32, 64, 128])
 @pytest.mark.parametrize("xdtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("m", [1, 5, 8])
-def test_fake_shapes_dtypes_strides(fn, qdtype, layout, group, xdtype, m):
+def test_fake_shapes_dtypes_strides(fn, qdtype, layout, group, xdtype, m, path):
     k = 4 * 128
     if fn is INT8 and LAYOUT_FLAGS[layout].get("use_ue8m0"):
         raises(ValueError, r"^use_ue8m0: int8 output takes fp32 scales", fn, meta(m, k, dtype=xdtype),
                group_size=group, **LAYOUT_FLAGS[layout])
         return
     q, scales = fn(meta(m, k, dtype=xdtype), group_size=group, **LAYOUT_FLAGS[layout])
+    assert fast_results == ([] if path == "python" else [(q, scales)])
     assert (q.shape, q.dtype, q.device.type) == ((m, k), qdtype, "meta")
     assert q.is_contiguous()
     shape, strides, sdtype = expected_scales(m, k // group, layout)
@@ -104,8 +137,10 @@ def test_torch_compile_fullgraph_with_out_q():
 
 # Every error names its argument.
 def raises(kind, match, fn, *args, **kwargs):
+    fast_results.clear()
     with pytest.raises(kind, match=match):
         fn(*args, **kwargs)
+    assert all(result is None for result in fast_results), "the fast path took a call the Python path refuses"
 
 
 def test_cpu_tensor():
@@ -268,3 +303,118 @@ def test_fused_silu_and_mul_halves_the_last_dimension(layout):
            fuse_silu_and_mul=True)
     raises(ValueError, r"after halving for fuse_silu_and_mul", kiln.per_token_group_quant_fp8,
            torch.empty(6, 2 * 96, dtype=torch.bfloat16, device="meta"), fuse_silu_and_mul=True)
+
+
+def test_out_q_version_is_bumped():
+    # As the op's mutation annotation would: autograd sees out_q changed.
+    out = torch.empty(4, 256, dtype=torch.float8_e4m3fn, device="meta")
+    before = out._version
+    FP8(meta(4, 256), out_q=out)
+    assert out._version > before
+
+
+def test_a_dispatch_mode_sees_the_op():
+    seen = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Record():
+        q, scales = FP8(meta(4, 256), column_major_scales=True)
+    assert "kiln.per_token_group_quant.default" in seen
+    assert fast_results in ([], [None])  # declined: the op ran through the dispatcher
+    assert scales.stride() == (1, 4)
+
+
+# Views and arguments where the fast path must take exactly what the Python path takes and make the
+# same outputs, or decline so that the Python path raises its error.
+AGREEMENT = {
+    "dense": (lambda: meta(6, 512), {}),
+    "3-d": (lambda: meta(2, 3, 256), {}),
+    "rows sliced": (lambda: meta(4, 384)[:, :256], {}),
+    "rows sliced, 3-d": (lambda: meta(2, 3, 384)[:, :, :256], {}),
+    "rows sliced, not collapsing": (lambda: meta(2, 4, 384)[:, :3, :256], {}),
+    "rows sliced, size-1 lead": (lambda: meta(1, 4, 384)[:, :, :256], {}),
+    "one row of a wider tensor": (lambda: meta(4, 384)[1:2, :256], {}),
+    "every other row": (lambda: meta(8, 256)[::2], {}),
+    "expanded rows": (lambda: meta(1, 256).expand(4, 256), {}),
+    "no rows": (lambda: meta(0, 256), {}),
+    "no columns, sliced": (lambda: meta(4, 128)[:, :0], {}),
+    "no columns, strided": (lambda: meta(4, 128)[::2, :0], {}),
+    "misaligned offset, one row": (lambda: meta(2 * 256)[4:4 + 256].view(1, 256), {}),
+    "aligned offset": (lambda: meta(3 * 256)[256:].view(2, 256), {}),
+    "column-major, sliced rows": (lambda: meta(8, 384)[:, :256], {"column_major_scales": True}),
+    "packed, 5 rows": (lambda: meta(5, 1024), {"column_major_scales": True, "tma_aligned_scales": True,
+                                               "use_ue8m0": True, "pack_ue8m0_scales": True}),
+    "fused SiLU, sliced": (lambda: meta(4, 640)[:, :512], {"fuse_silu_and_mul": True}),
+    "int flags": (lambda: meta(4, 256), {"column_major_scales": 1, "tma_aligned_scales": 0}),
+    "int eps": (lambda: meta(4, 256), {"eps": 1}),
+    "huge int eps": (lambda: meta(4, 256), {"eps": 10 ** 400}),
+    "negative group": (lambda: meta(4, 256), {"group_size": -128}),
+    "huge group": (lambda: meta(4, 256), {"group_size": 2 ** 80}),
+    "dtype given": (lambda: meta(4, 256), {"dtype": torch.float8_e4m3fn}),
+    "dtype of another kind": (lambda: meta(4, 256), {"dtype": "float8"}),
+    "float64": (lambda: meta(4, 256, dtype=torch.float64), {}),
+    "cpu": (lambda: torch.zeros(4, 256, dtype=torch.bfloat16), {}),
+    "sparse": (lambda: torch.zeros(4, 256, dtype=torch.bfloat16).to_sparse(), {}),
+    "parameter": (lambda: torch.nn.Parameter(meta(4, 256), requires_grad=False), {}),
+    "out_q": (lambda: meta(4, 256), {"out_q": torch.empty(4, 256, dtype=torch.float8_e4m3fn, device="meta")}),
+    "out_q on cpu": (lambda: meta(4, 256), {"out_q": torch.empty(4, 256, dtype=torch.float8_e4m3fn)}),
+    "out_q 3-d for 2-d": (lambda: meta(4, 256), {"out_q": torch.empty(1, 4, 256, dtype=torch.float8_e4m3fn,
+                                                                        device="meta")}),
+}
+# Valid calls the fast path leaves to the Python path: not a plain tensor, flags that are not bools.
+PYTHON_PATH_ONLY = {"parameter", "int flags"}
+
+
+def outcome(fn, make, flags):
+    try:
+        q, scales = fn(make(), **flags)
+    except Exception as error:  # noqa: BLE001: the type and message are what is compared
+        return type(error), str(error)
+    return [(tuple(t.shape), t.stride(), t.dtype, t.device.type, t.storage_offset(), t.untyped_storage().nbytes())
+            for t in (q, scales)]
+
+
+@pytest.mark.parametrize("case", list(AGREEMENT))
+def test_fast_and_python_paths_agree(case, path, monkeypatch):
+    if path == "python":
+        return  # the case compares both paths itself
+    make, flags = AGREEMENT[case]
+    fast = outcome(FP8, make, flags)
+    took = [result is not None for result in fast_results]
+    monkeypatch.setattr(kiln, "_fast", None)
+    assert fast == outcome(FP8, make, flags)
+    if isinstance(fast, tuple):
+        assert not any(took), "the fast path took a call the Python path refuses"
+    else:
+        assert took == ([] if case == "parameter" else [case not in PYTHON_PATH_ONLY])
+
+
+def test_a_launch_failure_in_a_capture_names_kiln_warm(monkeypatch, path):
+    if path == "python":
+        return  # the fast path's rewording; the Python path's is _launch's, which calls the same
+    from kiln import _torch_ops
+    assert issubclass(_torch_ops._kiln_torch.LaunchError, RuntimeError)
+    failure = _torch_ops._kiln_torch.LaunchError("no kernel")
+    args = (failure, meta(4, 256), 64, True, True, True, True, False, "e4m3")
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    assert _torch_ops.fast_launch_failed(*args) is None  # the caller raises kiln's error as it is
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    with pytest.raises(RuntimeError, match=r"^kiln: variant per_token_group_quant-bf16-g64-e4m3-packed-ue8m0 could "
+                       r"not be loaded on cuda:-1 during CUDA graph capture \(no kernel\); call kiln.warm\(device=-1, dtype=torch.bfloat16, "
+                       r"group_size=64, output='e4m3', scales='ue8m0_packed', use_ue8m0=True, "
+                       r"fuse_silu_and_mul=False\) before capturing") as raised:
+        _torch_ops.fast_launch_failed(*args)
+    assert raised.value.__cause__ is failure
+
+
+def test_the_fast_call_refuses_a_wrong_argument_count(path):
+    if BUILT_FAST is None:
+        pytest.skip("kiln._kiln_torch is not built")
+    with pytest.raises(TypeError, match=r"^_kiln_torch.quantize: expected 11 positional arguments"):
+        BUILT_FAST(meta(4, 256))
+    with pytest.raises(TypeError, match=r"the last argument \(int8\) must be a bool"):
+        BUILT_FAST(meta(4, 256), 128, 1e-10, False, False, False, None, None, False, False, 0)

@@ -1,6 +1,7 @@
 """The op on a GPU (the H200: bench/device_python.sh): byte-exact against a reference written with
 torch ops, torch.compile(fullgraph=True), CUDA graph capture and replay with fresh inputs, a side
-stream, the device index, out_q, DLPack, and opcheck."""
+stream, the device index, out_q, DLPack, and opcheck; the eager fast path (kiln._kiln_torch)
+against the Python path, byte for byte."""
 import itertools
 
 import pytest
@@ -28,6 +29,22 @@ def sample(m, k, device="cuda", seed=0):
     return x
 
 
+@pytest.fixture
+def fast_calls(monkeypatch):
+    """Whether each eager call took the fast path (kiln._kiln_torch): True, or False (declined)."""
+    real = kiln._fast
+    assert real is not None, "kiln._kiln_torch is not built"
+    calls = []
+
+    def spy(*args):
+        result = real(*args)
+        calls.append(result is not None)
+        return result
+
+    monkeypatch.setattr(kiln, "_fast", spy)
+    return calls
+
+
 def assert_exact(q, scales, x):
     q_ref, s_ref = reference(x)
     assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8)), "q differs from the torch reference"
@@ -35,10 +52,11 @@ def assert_exact(q, scales, x):
 
 
 @pytest.mark.parametrize("m,k", [(1, 128), (7, 256), (128, 7168), (2048, 7168), (4096, 2048), (33, 18432)])
-def test_byte_exact(m, k):
+def test_byte_exact(m, k, fast_calls):
     x = sample(m, k)
     q, scales = kiln.per_token_group_quant_fp8(x)
     torch.cuda.synchronize()
+    assert fast_calls == [True]
     assert q.dtype == torch.float8_e4m3fn and scales.dtype == torch.float32 and scales.shape == (m, k // 128)
     assert_exact(q, scales, x)
 
@@ -50,17 +68,18 @@ def test_leading_dimensions():
     assert_exact(q.view(24, 1024), scales.view(24, 8), x.view(24, 1024))
 
 
-def test_out_q():
+def test_out_q(fast_calls):
     x = sample(64, 512)
     out = torch.full((64, 512), 0x7F, dtype=torch.uint8, device="cuda").view(torch.float8_e4m3fn)
+    version = out._version
     q, scales = kiln.per_token_group_quant_fp8(x, out_q=out)
-    assert q is out
+    assert q is out and out._version > version and fast_calls == [True]
     assert_exact(out, scales, x)
 
 
-def test_empty():
+def test_empty(fast_calls):
     q, scales = kiln.per_token_group_quant_fp8(torch.empty(0, 256, dtype=torch.bfloat16, device="cuda"))
-    assert q.shape == (0, 256) and scales.shape == (0, 2)
+    assert q.shape == (0, 256) and scales.shape == (0, 2) and fast_calls == [True]
 
 
 def test_torch_compile_fullgraph():
@@ -76,13 +95,14 @@ def test_torch_compile_fullgraph():
         assert_exact(q, scales, x)
 
 
-def test_cuda_graph_capture_and_replay_with_fresh_inputs():
+def test_cuda_graph_capture_and_replay_with_fresh_inputs(fast_calls):
     x = sample(256, 2048, seed=1)
     kiln.per_token_group_quant_fp8(x)  # warm-up on a side stream is torch's advice; kiln needs none
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         q, scales = kiln.per_token_group_quant_fp8(x)
+    assert fast_calls == [True, True]
     for seed in (2, 3, 4):
         x.copy_(sample(256, 2048, seed=seed))
         graph.replay()
@@ -126,18 +146,19 @@ print("REPLAYED")
         assert "REPLAYED" in done.stdout or "REFUSED" in done.stdout
 
 
-def test_warm_then_capture():
+def test_warm_then_capture(fast_calls):
     assert kiln.warm(device=torch.cuda.current_device()) is True
     x = sample(32, 256, seed=5)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         q, scales = kiln.per_token_group_quant_fp8(x)
+    assert fast_calls == [True]
     graph.replay()
     torch.cuda.synchronize()
     assert_exact(q, scales, x)
 
 
-def test_side_stream():
+def test_side_stream(fast_calls):
     x = sample(512, 4096, seed=6)
     fresh = sample(512, 4096, seed=11)
     torch.cuda.synchronize()
@@ -149,10 +170,11 @@ def test_side_stream():
         x.copy_(fresh)
         q, scales = kiln.per_token_group_quant_fp8(x)
     side.synchronize()
+    assert fast_calls == [True]
     assert_exact(q, scales, fresh)
 
 
-def test_device_index_is_honoured():
+def test_device_index_is_honoured(fast_calls):
     count = torch.cuda.device_count()
     last = count - 1
     # With one GPU: the tensor's device is cuda:0 while the current device is cuda:0 too; with
@@ -160,7 +182,7 @@ def test_device_index_is_honoured():
     x = sample(128, 1024, device=f"cuda:{last}", seed=7)
     with torch.cuda.device(0):
         q, scales = kiln.per_token_group_quant_fp8(x)
-    assert q.device == x.device and scales.device == x.device
+    assert q.device == x.device and scales.device == x.device and fast_calls == [True]
     torch.cuda.synchronize(x.device)
     assert_exact(q, scales, x)
     assert last in kiln.cache_stats()["process"]
@@ -216,6 +238,59 @@ def test_every_variant_against_torch(dtype, group, out, layout, ue8m0, silu):
         assert int((code_diff != 0).sum()) <= code_diff.numel() // 1000 and int(scale_diff.max()) <= 8
     else:
         assert int(code_diff.max()) == 0 and int(scale_diff.max()) == 0
+
+
+# The fast path against the Python path (kiln._fast off), same inputs: same bytes, shapes, strides.
+FAST_CASES = {
+    "row": (torch.bfloat16, {}),
+    "col": (torch.bfloat16, {"column_major_scales": True}),
+    "tma": (torch.bfloat16, {"column_major_scales": True, "tma_aligned_scales": True}),
+    "packed": (torch.bfloat16, {"column_major_scales": True, "tma_aligned_scales": True, "use_ue8m0": True,
+                                "pack_ue8m0_scales": True}),
+    "ue8m0": (torch.float16, {"use_ue8m0": True, "group_size": 64}),
+    "fp32 g32 eps": (torch.float32, {"group_size": 32, "eps": 1e-4}),
+    "silu": (torch.bfloat16, {"fuse_silu_and_mul": True}),
+    "int8": (torch.bfloat16, {"int8": True}),
+    "int8 col": (torch.float16, {"int8": True, "column_major_scales": True}),
+}
+VIEWS = {
+    "dense": lambda x: x,
+    "row-sliced": lambda x: torch.cat([x, x[:, :256]], dim=1)[:, :x.shape[1]],
+    "3-d": lambda x: x.view(3, 11, x.shape[1]),
+    "out_q": lambda x: x,
+}
+
+
+@pytest.mark.parametrize("view", list(VIEWS))
+@pytest.mark.parametrize("case", list(FAST_CASES))
+def test_fast_path_matches_the_python_path(case, view, fast_calls, monkeypatch):
+    dtype, flags = FAST_CASES[case]
+    flags = dict(flags)
+    fn = kiln.per_token_group_quant_int8 if flags.pop("int8", False) else kiln.per_token_group_quant_fp8
+    if view == "3-d" and flags.get("column_major_scales"):
+        pytest.skip("column-major scales need a 2-d x")
+    k = 2048 if flags.get("fuse_silu_and_mul") else 1024
+    x = VIEWS[view]((sample(33, k, seed=12) * 3).to(dtype))
+
+    def run():
+        if view != "out_q":
+            return fn(x, **flags)
+        out = torch.empty(x.shape[:-1] + (1024,), dtype=torch.int8 if fn is kiln.per_token_group_quant_int8
+                          else torch.float8_e4m3fn, device="cuda")
+        q, scales = fn(x, out_q=out, **flags)
+        assert q is out
+        return q, scales
+
+    fast = run()
+    assert fast_calls == [True]
+    monkeypatch.setattr(kiln, "_fast", None)
+    python = run()
+    torch.cuda.synchronize()
+    for a, b in zip(fast, python):
+        assert (a.shape, a.stride(), a.dtype, a.untyped_storage().nbytes()) == \
+            (b.shape, b.stride(), b.dtype, b.untyped_storage().nbytes())
+        bits = torch.uint8 if a.element_size() == 1 else torch.int32
+        assert torch.equal(a.view(bits), b.view(bits))
 
 
 def test_opcheck():
