@@ -3,6 +3,7 @@
 #   bench/family_geometry.sh build DIR   compile every configuration below into DIR (nvcc, any machine)
 #   bench/family_geometry.sh run DIR [M K ...]  run each on the GPU (one table per build; shapes as
 #                                        pairs, default family_geometry.cu's set)
+# FAMILY_GEOMETRY_ONLY=REGEX picks configurations by name (both modes).
 # A configuration is a name and its -D flags; the family's variant parameters are kiln's
 # (KILN_Q_IN 0 bf16 1 fp16 2 fp32, KILN_Q_OUT 0 e4m3 1 int8, KILN_Q_SCALES 0 row 1 col 2 col_tma 3 packed).
 set -euo pipefail
@@ -35,7 +36,27 @@ configs=(
   "int8row128_i2:$(family 0 128 1 0 0 0) -DKILN_Q_ITEMS=2"
   "packed32_i1:$(family 0 32 0 3 1 0) -DKILN_Q_ITEMS=1"
   "packed32_i2:$(family 0 32 0 3 1 0) -DKILN_Q_ITEMS=2"
+  # Group 32 with SiLU: row-major scales 56% of the ceiling, column-major 76% (2026-12-04 kiln bench).
+  "silu32row_i1:$(family 0 32 0 0 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=1"
+  "silu32row_i1_occ6:$(family 0 32 0 0 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=6"
+  "silu32row_i1_occ8:$(family 0 32 0 0 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
+  "silu32row_i1_occ8_nogd:$(family 0 32 0 0 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8 -DKILN_NO_GRID_DEPENDENCY"
+  "silu32row_i2:$(family 0 32 0 0 0 1) -DKILN_Q_ITEMS=2 -DKILN_Q_MIN_CTAS=1"
+  "silu32row_i2_occ4:$(family 0 32 0 0 0 1) -DKILN_Q_ITEMS=2 -DKILN_Q_MIN_CTAS=4"
+  "silu32col_i1_occ8:$(family 0 32 0 1 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
+  "silu64row_i1_occ8:$(family 0 64 0 0 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
+  "row32_i2:$(family 0 32 0 0 0 0) -DKILN_Q_ITEMS=2"
+  "row32_i2_nogd:$(family 0 32 0 0 0 0) -DKILN_Q_ITEMS=2 -DKILN_NO_GRID_DEPENDENCY"
 )
+# FAMILY_GEOMETRY_ONLY: an extended regular expression; only the configurations it matches.
+if [ -n "${FAMILY_GEOMETRY_ONLY:-}" ]; then
+  chosen=()
+  for config in "${configs[@]}"; do
+    [[ ${config%%:*} =~ ^(${FAMILY_GEOMETRY_ONLY})$ ]] && chosen+=("$config")
+  done
+  [ ${#chosen[@]} -gt 0 ] || { echo "family_geometry.sh: FAMILY_GEOMETRY_ONLY=$FAMILY_GEOMETRY_ONLY matches nothing" >&2; exit 2; }
+  configs=("${chosen[@]}")
+fi
 mkdir -p "$dir"
 for config in "${configs[@]}"; do
   name=${config%%:*}

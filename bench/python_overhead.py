@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """Per-call host overhead of kiln's op in eager mode, on a GPU: each call path enqueued in batches
 (synchronised between batches, never inside the timed loop, so the launch queue never fills),
-against torch.empty_like on the same tensor. Writes OUT.json and OUT.md.
+against torch.empty_like on the same tensor, with a native one-kernel op (torch.abs) and the op's
+two allocations alone as references for what a launch and an allocation cost on this host. The
+paths take turns, a round of batches each, so a slow spell of the host touches them all alike.
+The public function takes the C++ fast path (kiln._kiln_torch) when it is built; its "Python
+path" rows turn that off. Writes OUT.json and OUT.md.
 
-    python_overhead.py --out PREFIX [--calls N] [--batch B]
+    python_overhead.py --out PREFIX [--calls N] [--batch B] [--rounds R]
 """
 import argparse
 import json
@@ -15,20 +19,21 @@ import torch
 import kiln
 from kiln import _kiln, _variant
 
+FAST = kiln._fast
+PYTHON_PATH = ", Python path"  # rows measured with the fast path off
 
-def per_call_us(fn, calls, batch):
-    for _ in range(batch):  # warm-up: loads the module, fills caches
-        fn()
-    torch.cuda.synchronize()
+
+def batch_samples(fn, batches, batch):
+    """Microseconds per call of `batches` batches of `batch` calls, each batch timed alone."""
     samples = []
-    for _ in range(calls // batch):
+    for _ in range(batches):
         torch.cuda.synchronize()
         start = time.perf_counter_ns()
         for _ in range(batch):
             fn()
         samples.append((time.perf_counter_ns() - start) / batch / 1000)
     torch.cuda.synchronize()
-    return statistics.median(samples), min(samples)
+    return samples
 
 
 def main():
@@ -36,7 +41,11 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--calls", type=int, default=20000)
     parser.add_argument("--batch", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
+    if FAST is None:
+        raise SystemExit("python_overhead: kiln._kiln_torch is not built; the public rows would measure the "
+                         "Python path")
     rows = []
     for m, k in ((1, 7168), (128, 7168)):
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
@@ -46,20 +55,40 @@ def main():
         stream = torch.cuda.current_stream().cuda_stream
         paths = {
             "torch.empty_like(x)": lambda: torch.empty_like(x),
+            # What any native one-kernel op costs on this host: its allocation and one launch.
+            "torch.abs(x) (native: allocates, one launch)": lambda: torch.abs(x),
+            "torch.empty(q) + torch.empty(scales) (the op's two allocations)":
+                lambda: (torch.empty(m, k, dtype=torch.float8_e4m3fn, device="cuda"),
+                         torch.empty(m, k // 128, dtype=torch.float32, device="cuda")),
             "kiln.per_token_group_quant_fp8(x)": lambda: kiln.per_token_group_quant_fp8(x),
+            "kiln.per_token_group_quant_fp8(x, out_q=q)": lambda: kiln.per_token_group_quant_fp8(x, out_q=q),
+            "kiln.per_token_group_quant_fp8(x, column_major_scales=True, tma_aligned_scales=True)":
+                lambda: kiln.per_token_group_quant_fp8(x, column_major_scales=True, tma_aligned_scales=True),
+            "C++ call only (_kiln_torch.quantize, allocates)":
+                lambda: FAST(x, 128, 1e-10, False, False, False, None, None, False, False, False),
+            "kiln.per_token_group_quant_fp8(x)" + PYTHON_PATH: lambda: kiln.per_token_group_quant_fp8(x),
             "torch.ops.kiln.per_token_group_quant(x, ...)":
                 lambda: torch.ops.kiln.per_token_group_quant(x, 128, 1e-10, "e4m3", "row_major", False, False),
             "extension call only (preallocated, raw pointers)":
                 lambda: _kiln.quantize(0, v, x.data_ptr(), q.data_ptr(), s.data_ptr(), m, k, 0, 1e-10, stream),
         }
-        for name, fn in paths.items():
-            median, best = per_call_us(fn, args.calls, args.batch)
-            rows.append({"m": m, "k": k, "path": name, "median_us": round(median, 3), "min_us": round(best, 3)})
+        samples = {name: [] for name in paths}
+        for name, fn in paths.items():  # warm-up: loads the module, fills caches
+            kiln._fast = None if name.endswith(PYTHON_PATH) else FAST
+            batch_samples(fn, 1, args.batch)
+        for _ in range(args.rounds):
+            for name, fn in paths.items():
+                kiln._fast = None if name.endswith(PYTHON_PATH) else FAST
+                samples[name] += batch_samples(fn, args.calls // args.batch // args.rounds, args.batch)
+        kiln._fast = FAST
+        for name, taken in samples.items():
+            rows.append({"m": m, "k": k, "path": name, "median_us": round(statistics.median(taken), 3),
+                         "min_us": round(min(taken), 3)})
     base = {(r["m"], r["k"]): r["median_us"] for r in rows if r["path"] == "torch.empty_like(x)"}
     for r in rows:
         r["added_us"] = round(r["median_us"] - base[(r["m"], r["k"])], 3)
     info = {"torch": torch.__version__, "device": torch.cuda.get_device_name(), "kiln": kiln.__version__,
-            "calls": args.calls, "batch": args.batch, "goal_added_us": 3.0, "rows": rows}
+            "calls": args.calls, "batch": args.batch, "rounds": args.rounds, "goal_added_us": 3.0, "rows": rows}
     with open(args.out + ".json", "w") as f:
         json.dump(info, f, indent=2)
     lines = [f"# kiln Python op: eager host overhead per call ({info['device']}, torch {info['torch']})", "",
