@@ -95,6 +95,20 @@ TEST_CASE("the family grid covers every group, and the packed layout's padding w
   QuantVariant small{};
   small.group = 32;  // 2 lanes: 128 groups per CTA
   CHECK(GroupQuant::groups_per_cta(small) == 128);
+  // Two lanes per group, row-major scales: two groups per slot with SiLU too (measured faster).
+  small.silu_and_mul = true;
+  CHECK(GroupQuant::items_per_slot(small) == 2);
+  CHECK(GroupQuant::grid(small, 32768, 2048) == std::array<std::uint32_t, 3>{8192, 1, 1});  // 64 groups a row
+  small.input = QuantInput::fp16;
+  CHECK(GroupQuant::items_per_slot(small) == 2);
+  small.input = QuantInput::fp32;  // 4 lanes per 32-group
+  CHECK(GroupQuant::items_per_slot(small) == 1);
+  small.input = QuantInput::bf16;
+  small.group = 64;  // 4 lanes
+  CHECK(GroupQuant::items_per_slot(small) == 1);
+  small.group = 32;
+  small.scales = QuantScales::column_major;
+  CHECK(GroupQuant::items_per_slot(small) == 1);
   QuantVariant wide{};
   wide.input = QuantInput::fp32;  // 8 elements per thread: 16 lanes per 128-group
   CHECK(GroupQuant::groups_per_cta(wide) == 16);

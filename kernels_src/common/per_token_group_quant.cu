@@ -51,15 +51,18 @@ constexpr unsigned TILE_GROUPS = GROUPS_PER_CTA / TILE_ROWS;
 // slot with all four loads issued first took 85% of the copy ceiling to 90% (row-major scales),
 // 81% to 86% (column-major, group 32) and 73% to 87% (packed UE8M0); the fused SiLU, bound by its
 // arithmetic, lost 5% with two and gained 2-9% from eight resident CTAs (32 registers) instead.
+// Except with two lanes per group (16-bit input, group 32) and row-major scales: there eight CTAs
+// gave 55-56% and two groups per slot with four CTAs 75-80% (2026-12-04-h200-geometry-silu32.log).
 // bench/family_geometry.sh overrides both.
+#define KILN_Q_TWO_LANE_ROW_SILU (KILN_Q_SILU && KILN_Q_GROUP == 32 && KILN_Q_IN != 2 && KILN_Q_SCALES == 0)
 #ifndef KILN_Q_ITEMS
-#define KILN_Q_ITEMS (KILN_Q_SILU ? 1 : 2)
+#define KILN_Q_ITEMS (KILN_Q_SILU && !KILN_Q_TWO_LANE_ROW_SILU ? 1 : 2)
 #endif
 #ifndef KILN_Q_MIN_CTAS
 // Why only where 8 x 256 threads fit on an SM (sm_80, sm_90 and later); elsewhere ptxas warns and
 // ignores it.
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 800 || __CUDA_ARCH__ >= 900)
-#define KILN_Q_MIN_CTAS (KILN_Q_SILU ? 8 : 1)
+#define KILN_Q_MIN_CTAS (KILN_Q_TWO_LANE_ROW_SILU ? 4 : KILN_Q_SILU ? 8 : 1)
 #else
 #define KILN_Q_MIN_CTAS 1
 #endif

@@ -103,7 +103,12 @@ std::uint32_t GroupQuant::groups_per_cta(const QuantVariant& variant) {
   return FAMILY_THREADS / (variant.group / elements_per_thread);
 }
 
-std::uint32_t GroupQuant::items_per_slot(const QuantVariant& variant) { return variant.silu_and_mul ? 1 : 2; }
+std::uint32_t GroupQuant::items_per_slot(const QuantVariant& variant) {
+  // The kernel's KILN_Q_ITEMS: with SiLU one group per slot, except where a group has two lanes and
+  // the scales are row-major (KILN_Q_TWO_LANE_ROW_SILU).
+  const bool two_lanes = FAMILY_THREADS / groups_per_cta(variant) == 2;
+  return variant.silu_and_mul && !(two_lanes && variant.scales == QuantScales::row_major) ? 1 : 2;
+}
 
 std::array<std::uint32_t, 3> GroupQuant::grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k) {
   const std::uint64_t slots = groups_per_cta(variant);

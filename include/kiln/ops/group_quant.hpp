@@ -121,7 +121,8 @@ class GroupQuant {
   static void check(const QuantVariant& variant, const QuantArgs& args);
   /// Group slots in one 256-thread CTA of the family kernel: 256 / lanes per group.
   static std::uint32_t groups_per_cta(const QuantVariant& variant);
-  /// Groups each slot takes (the kernel's KILN_Q_ITEMS): 1 with the fused SiLU, else 2.
+  /// Groups each slot takes (the kernel's KILN_Q_ITEMS): 1 with the fused SiLU, else 2; also 2 with
+  /// the fused SiLU where a group has two lanes (16-bit input, group 32) and the scales are row-major.
   static std::uint32_t items_per_slot(const QuantVariant& variant);
   /// The family kernel's grid for `(m, k)`, 1-D: with row-major scales
   /// ceil(m * G / (groups_per_cta * items_per_slot)) CTAs, flat over (row, group); with column-major
