@@ -45,6 +45,11 @@ configs=(
   "silu32row_i2_occ4:$(family 0 32 0 0 0 1) -DKILN_Q_ITEMS=2 -DKILN_Q_MIN_CTAS=4"
   "silu32col_i1_occ8:$(family 0 32 0 1 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
   "silu64row_i1_occ8:$(family 0 64 0 0 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
+  # Not measured yet: whether what won at two lanes (two groups, 4 CTAs) wins elsewhere with SiLU.
+  "silu32col_i2_occ4:$(family 0 32 0 1 0 1) -DKILN_Q_ITEMS=2 -DKILN_Q_MIN_CTAS=4"
+  "silu64row_i2_occ4:$(family 0 64 0 0 0 1) -DKILN_Q_ITEMS=2 -DKILN_Q_MIN_CTAS=4"
+  "silu128_i2_occ4:$(family 0 128 0 0 0 1) -DKILN_Q_ITEMS=2 -DKILN_Q_MIN_CTAS=4"
+  "silu128_i1_occ4:$(family 0 128 0 0 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=4"
   "row32_i2:$(family 0 32 0 0 0 0) -DKILN_Q_ITEMS=2"
   "row32_i2_nogd:$(family 0 32 0 0 0 0) -DKILN_Q_ITEMS=2 -DKILN_NO_GRID_DEPENDENCY"
 )
