@@ -98,12 +98,13 @@ struct GroupDivisor {
   bool finite;  // only an infinite absmax gives a non-finite scale, which takes true division
 };
 
-KILN_FP8_FN GroupDivisor group_divisor(float absmax) {
-  const float scale = group_scale(absmax);
+// Any scale, also one a variant computed its own way (the family kernel's eps, QMAX and UE8M0).
+KILN_FP8_FN GroupDivisor divisor_of_scale(float scale) {
   // Why `!= 0`: NVRTC's builtin isfinite returns int, and int -> bool in braces is a narrowing
   // conversion it warns about in every compile (#2361-D).
   return GroupDivisor{scale, __frcp_rn(scale), isfinite(scale) != 0};
 }
+KILN_FP8_FN GroupDivisor group_divisor(float absmax) { return divisor_of_scale(group_scale(absmax)); }
 
 // The e4m3 codes of PAIRS element pairs of one group, two per 16-bit value (e4m3x2's order): the
 // codes clamped_ratio gives. Why the finite-scale test once for the whole slice: tested per pair

@@ -184,7 +184,7 @@ __device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], unsigne
 #if KILN_Q_UE8M0
   scale = kiln::quant::ue8m0_scale(scale);
 #endif
-  const kiln::fp8::GroupDivisor divisor{scale, __frcp_rn(scale), isfinite(scale) != 0};
+  const kiln::fp8::GroupDivisor divisor = kiln::fp8::divisor_of_scale(scale);
 
   unsigned pairs[EPT / 2];
 #if KILN_Q_OUT == 1
