@@ -1,7 +1,8 @@
 // Exploration harness for the Hopper twin's geometry and division (kiln issue 6), built on the device
 // with `nvcc -O3 -std=c++17 -arch=sm_90a -I kernels_src/common bench/twin_geometry.cu`; run with
-// the argument `flat` it times the shipped twin against issue 16's flat-grid candidates instead, with
-// `check` it runs only the exhaustive numerics checks (exit 1 if any case differs). Every
+// the argument `flat` it times the shipped twin against issue 16's flat-grid and access-pattern
+// candidates instead (L1-allocating loads, SGLang's lane mapping, streaming stores, on the
+// 2026-12-03 twin's row grid and on the flat one), with `check` it runs only the exhaustive numerics checks (exit 1 if any case differs). Every
 // variant covers the twin's contract (grid (M, Y), any 1 <= Y <= K/128) and is checked byte for
 // byte against the __fdiv_rn variant before it is timed, so a fast variant that changes bytes is
 // reported, not kept.
@@ -15,8 +16,8 @@
 #include <random>
 
 #include "geometry_harness.cuh"
-// The twin itself, for its load_stream (and so the harness times the same loads it ships); needs
-// -I kernels_src/common for the kernel's own include of fp8_e4m3.cuh.
+// The twin itself, for its constants and to time it as shipped; needs -I kernels_src/common for the
+// kernel's own include of fp8_e4m3.cuh.
 #include "../kernels_src/hopper/fp8_act_quant_hopper.cu"
 #include "quant_numerics.cuh"
 
@@ -35,6 +36,49 @@ __device__ __forceinline__ unsigned pair_codes(float lo, float hi, const fp8::Gr
     return fp8::e4m3x2(fp8::clamp_ratio(lo * d.recip), fp8::clamp_ratio(hi * d.recip));
   }
 }
+
+// Load and store forms for the access-pattern candidates of `flat` mode. LOAD 0: the twin's loads
+// until 2026-12-04, ld.global.nc.L1::no_allocate; 1: ld.global.nc (allocates in L1, so the second
+// 16-byte half of a sector read by a wide lane hits there; the twin's since); 2: 0 plus the
+// L2::256B prefetch-size hint. STORE 0: st.global;
+// 1: st.global.cs (streaming, evict first).
+template <int LOAD>
+__device__ __forceinline__ uint4 load_as(const unsigned short* p) {
+  uint4 v;
+  if constexpr (LOAD == 0) {
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+  } else if constexpr (LOAD == 1) {
+    asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  } else {
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+  }
+  return v;
+}
+
+template <int STORE>
+__device__ __forceinline__ void store_as(unsigned char* p, unsigned a, unsigned b) {
+  if constexpr (STORE == 0) {
+    *reinterpret_cast<uint2*>(p) = make_uint2(a, b);
+  } else {
+    asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(a), "r"(b) : "memory");
+  }
+}
+
+template <int STORE>
+__device__ __forceinline__ void store_as(unsigned char* p, unsigned a, unsigned b, unsigned c, unsigned d) {
+  if constexpr (STORE == 0) {
+    *reinterpret_cast<uint4*>(p) = make_uint4(a, b, c, d);
+  } else {
+    asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+  }
+}
+
+// The 2026-12-03 twin's mapping: lane `lane`'s vector `w` starts at element (w * 8 + lane) * 8.
+constexpr unsigned HQ_VEC_STRIDE = HQ_LANES * HQ_VEC;
 
 template <int LANES, int THREADS, int UNROLL, int DIV, int PIPE>
 __global__ __launch_bounds__(THREADS) void twin(const unsigned short* __restrict__ x, unsigned char* __restrict__ q,
@@ -60,7 +104,7 @@ __global__ __launch_bounds__(THREADS) void twin(const unsigned short* __restrict
       const unsigned gu = g0 + sub + u * SLOTS;
       if (gu < g_end) {
 #pragma unroll
-        for (int w = 0; w < VECS; ++w) next[u][w] = load_stream(xs + size_t(gu) * 128 + w * LANES * 8);
+        for (int w = 0; w < VECS; ++w) next[u][w] = load_as<0>(xs + size_t(gu) * 128 + w * LANES * 8);
       }
     }
   }
@@ -75,11 +119,11 @@ __global__ __launch_bounds__(THREADS) void twin(const unsigned short* __restrict
         const unsigned gn = gu + SLOTS * UNROLL;
         if (gn < g_end) {
 #pragma unroll
-          for (int w = 0; w < VECS; ++w) next[u][w] = load_stream(xs + size_t(gn) * 128 + w * LANES * 8);
+          for (int w = 0; w < VECS; ++w) next[u][w] = load_as<0>(xs + size_t(gn) * 128 + w * LANES * 8);
         }
       } else if (gu < g_end) {
 #pragma unroll
-        for (int w = 0; w < VECS; ++w) v[u][w] = load_stream(xs + size_t(gu) * 128 + w * LANES * 8);
+        for (int w = 0; w < VECS; ++w) v[u][w] = load_as<0>(xs + size_t(gu) * 128 + w * LANES * 8);
       }
     }
 #pragma unroll
@@ -115,13 +159,86 @@ __global__ __launch_bounds__(THREADS) void twin(const unsigned short* __restrict
   }
 }
 
-// Issue 16's flat grid: a 1-D grid over all M * L groups, GPS groups per 8-lane slot, loaded
-// before any is quantized; consecutive CTAs stream consecutive memory and no CTA idles on a partial
-// pass. Groups are contiguous in x, q and row-major scales, so group g sits at g * 128 and scale g.
-// The per-group work is the shipped twin's quantize_slice, so only the geometry differs.
-template <int THREADS, int GPS>
-__global__ __launch_bounds__(THREADS) void flat(const unsigned short* __restrict__ x, unsigned char* __restrict__ q,
-                                                float* __restrict__ scales, unsigned long long total_groups) {
+// A group's 8 lanes with either lane mapping. WIDE 0 (the twin): lane `lane` holds elements
+// [8 lane, 8 lane + 8) and [64 + 8 lane, ...), so each load instruction of a group reads 128
+// contiguous bytes and each lane stores two 8-byte halves. WIDE 1 (SGLang's): lane holds [16 lane,
+// 16 lane + 16), two adjacent 16-byte loads and one 16-byte store per lane, half the store
+// instructions. `group_x` and `group_q` point at the group's first element.
+template <int WIDE, int LOAD>
+__device__ __forceinline__ void load_group(const unsigned short* group_x, unsigned lane, uint4 (&v)[HQ_VECS]) {
+#pragma unroll
+  for (unsigned w = 0; w < HQ_VECS; ++w)
+    v[w] = load_as<LOAD>(group_x + (WIDE ? lane * HQ_VECS * HQ_VEC + w * HQ_VEC : w * HQ_VEC_STRIDE + lane * HQ_VEC));
+}
+
+// EXACT false: SGLang's arithmetic (scale amax / 448 stored, x * (448 / amax) converted; no eps
+// floor needed for these inputs), a peer for what inexact division buys in the same run.
+template <int WIDE, int STORE, bool EXACT = true>
+__device__ __forceinline__ void quantize_group_as(const uint4 (&v)[HQ_VECS], unsigned lane, unsigned mask,
+                                                  unsigned char* group_q, float* scale_out) {
+  float f[HQ_VECS * HQ_VEC];
+#pragma unroll
+  for (unsigned w = 0; w < HQ_VECS; ++w) {
+    const unsigned words[4] = {v[w].x, v[w].y, v[w].z, v[w].w};
+#pragma unroll
+    for (unsigned j = 0; j < 4; ++j) {
+      f[w * HQ_VEC + 2 * j] = fp8::bf16_low(words[j]);
+      f[w * HQ_VEC + 2 * j + 1] = fp8::bf16_high(words[j]);
+    }
+  }
+  float absmax = fabsf(f[0]);
+#pragma unroll
+  for (unsigned j = 1; j < HQ_VECS * HQ_VEC; ++j) absmax = fmaxf(absmax, fabsf(f[j]));
+#pragma unroll
+  for (unsigned offset = HQ_LANES / 2; offset > 0; offset >>= 1)
+    absmax = fmaxf(absmax, __shfl_xor_sync(mask, absmax, offset));
+  fp8::GroupDivisor divisor = fp8::group_divisor(absmax);
+  unsigned p[HQ_VECS * HQ_VEC / 2];
+  if constexpr (EXACT) {
+    fp8::e4m3x2_group<HQ_VECS * HQ_VEC / 2>(f, divisor, p);
+  } else {
+    const float inverse = fp8::E4M3_MAX / fmaxf(absmax, fp8::ABSMAX_EPS);
+    divisor.scale = fmaxf(absmax, fp8::ABSMAX_EPS) * (1.0f / fp8::E4M3_MAX);
+#pragma unroll
+    for (unsigned j = 0; j < HQ_VECS * HQ_VEC / 2; ++j)
+      p[j] = fp8::e4m3x2(fp8::clamp_ratio(f[2 * j] * inverse), fp8::clamp_ratio(f[2 * j + 1] * inverse));
+  }
+  if constexpr (WIDE) {
+    store_as<STORE>(group_q + lane * HQ_VECS * HQ_VEC, p[0] | (p[1] << 16), p[2] | (p[3] << 16), p[4] | (p[5] << 16),
+                    p[6] | (p[7] << 16));
+  } else {
+#pragma unroll
+    for (unsigned w = 0; w < HQ_VECS; ++w)
+      store_as<STORE>(group_q + w * HQ_VEC_STRIDE + lane * HQ_VEC, p[4 * w] | (p[4 * w + 1] << 16),
+                      p[4 * w + 2] | (p[4 * w + 3] << 16));
+  }
+  if (lane == 0) *scale_out = divisor.scale;
+}
+
+// The twin's grid and row loop with another lane mapping, load or store form.
+template <int WIDE, int LOAD, int STORE>
+__global__ __launch_bounds__(HQ_THREADS) void twin_as(const unsigned short* __restrict__ x, unsigned char* __restrict__ q,
+                                                      float* __restrict__ scales, unsigned k) {
+  const unsigned sub = threadIdx.x / HQ_LANES;
+  const unsigned lane = threadIdx.x % HQ_LANES;
+  const unsigned groups = k / 128;
+  const unsigned gpc = groups / gridDim.y + (groups % gridDim.y != 0);
+  const unsigned g0 = blockIdx.y * gpc;
+  const unsigned g_end = min(g0 + gpc, groups);
+  const unsigned mask = 0xffu << (threadIdx.x & 24u);
+  const size_t row = blockIdx.x;
+  for (unsigned g = g0 + sub; g < g_end; g += HQ_GROUPS_PER_CTA) {
+    const size_t at = row * k + size_t(g) * 128;
+    uint4 v[HQ_VECS];
+    load_group<WIDE, LOAD>(x + at, lane, v);
+    quantize_group_as<WIDE, STORE>(v, lane, mask, q + at, scales + row * groups + g);
+  }
+}
+
+// The flat grid with another lane mapping, load or store form; GPS groups per slot, all loaded first.
+template <int WIDE, int LOAD, int STORE, int THREADS, int GPS, bool EXACT = true>
+__global__ __launch_bounds__(THREADS) void flat_as(const unsigned short* __restrict__ x, unsigned char* __restrict__ q,
+                                                   float* __restrict__ scales, unsigned long long total_groups) {
   constexpr unsigned SLOTS = THREADS / HQ_LANES;
   const unsigned sub = threadIdx.x / HQ_LANES;
   const unsigned lane = threadIdx.x % HQ_LANES;
@@ -131,15 +248,12 @@ __global__ __launch_bounds__(THREADS) void flat(const unsigned short* __restrict
 #pragma unroll
   for (int u = 0; u < GPS; ++u) {
     const unsigned long long g = first + u * SLOTS;
-    if (g < total_groups) {
-#pragma unroll
-      for (unsigned w = 0; w < HQ_VECS; ++w) v[u][w] = load_stream(x + g * 128 + w * HQ_VEC_STRIDE + lane * HQ_VEC);
-    }
+    if (g < total_groups) load_group<WIDE, LOAD>(x + g * 128, lane, v[u]);
   }
 #pragma unroll
   for (int u = 0; u < GPS; ++u) {
     const unsigned long long g = first + u * SLOTS;
-    if (g < total_groups) quantize_slice(v[u], mask, q + g * 128 + lane * HQ_VEC, lane == 0 ? scales + g : nullptr);
+    if (g < total_groups) quantize_group_as<WIDE, STORE, EXACT>(v[u], lane, mask, q + g * 128, scales + g);
   }
 }
 
@@ -239,14 +353,27 @@ static void run_flat(double ceiling) {
     void (*kernel)(const unsigned short*, unsigned char*, float*, unsigned long long);
     unsigned threads, gps;
   };
-  const FlatVariant candidates[] = {{"flat threads256 gps1", flat<256, 1>, 256, 1},
-                                    {"flat threads128 gps1", flat<128, 1>, 128, 1},
-                                    {"flat threads256 gps2", flat<256, 2>, 256, 2},
-                                    {"flat threads512 gps1", flat<512, 1>, 512, 1},
-                                    {"flat threads128 gps2", flat<128, 2>, 128, 2}};
+  const FlatVariant candidates[] = {{"flat threads256 gps2", flat_as<0, 0, 0, 256, 2>, 256, 2},
+                                    {"flat wide ld1 128 gps1", flat_as<1, 1, 0, 128, 1>, 128, 1},
+                                    {"flat wide ld0 128 gps1", flat_as<1, 0, 0, 128, 1>, 128, 1},
+                                    {"flat wide ld1 256 gps2", flat_as<1, 1, 0, 256, 2>, 256, 2},
+                                    {"flat wide ld2 256 gps2", flat_as<1, 2, 0, 256, 2>, 256, 2},
+                                    {"flat ld2 256 gps2", flat_as<0, 2, 0, 256, 2>, 256, 2},
+                                    {"flat wide ld1 cs 256 gps2", flat_as<1, 1, 1, 256, 2>, 256, 2},
+                                    {"SGLang-like, inexact", flat_as<1, 1, 0, 128, 1, false>, 128, 1}};
+  struct GridVariant {
+    const char* name;
+    Kernel kernel;
+  };
+  // "grid": the 2026-12-03 twin's (M, Y) grid with its row loop, on the Y rule of then.
+  const GridVariant grid_candidates[] = {{"grid ld0 (the old twin)", twin_as<0, 0, 0>},
+                                         {"grid ld1", twin_as<0, 1, 0>},      {"grid ld2", twin_as<0, 2, 0>},
+                                         {"grid st.cs", twin_as<0, 0, 1>},    {"grid wide ld0", twin_as<1, 0, 0>},
+                                         {"grid wide ld1", twin_as<1, 1, 0>}, {"grid wide ld2", twin_as<1, 2, 0>},
+                                         {"grid wide ld1 st.cs", twin_as<1, 1, 1>}};
   const unsigned shapes[][2] = {{1, 7168},    {16, 7168},   {512, 7168},   {2048, 7168},
                                 {8192, 7168}, {32768, 7168}, {16384, 18432}, {4096, 5120}};
-  std::printf("\n%-26s %-22s %9s %9s %7s %s\n", "M x K", "kernel", "us", "GB/s", "%ceil", "bytes");
+  std::printf("\n%-26s %-26s %9s %9s %7s %s\n", "M x K", "kernel", "us", "GB/s", "%ceil", "bytes");
   for (const auto& shape : shapes) {
     const unsigned m = shape[0], k = shape[1];
     const size_t elems = size_t(m) * k, groups = elems / 128;
@@ -289,12 +416,14 @@ static void run_flat(double ceiling) {
       const double gbs = double(set_bytes) / (r.us * 1e-6) / 1e9;
       char shape_text[32];
       std::snprintf(shape_text, sizeof shape_text, "%u x %u", m, k);
-      std::printf("%-26s %-22s %9.2f %9.0f %6.1f%% %s\n", shape_text, name, r.us, gbs, 100 * gbs / ceiling,
+      std::printf("%-26s %-26s %9.2f %9.0f %6.1f%% %s\n", shape_text, name, r.us, gbs, 100 * gbs / ceiling,
                   r.same ? "same" : "DIFFER");
     };
-    report("twin (kiln grid)", timed([&](int b) {
-             per_token_group_quant_fp8_hopper<<<dim3(m, y), 128>>>(xin[b], qout[b], sout[b], k);
+    report("twin (kiln)", timed([&](int b) {
+             per_token_group_quant_fp8_hopper<<<unsigned((groups + 15) / 16), 128>>>(xin[b], qout[b], sout[b], k, m);
            }, true));
+    for (const auto& c : grid_candidates)
+      report(c.name, timed([&](int b) { c.kernel<<<dim3(m, y), 128>>>(xin[b], qout[b], sout[b], k); }, false));
     for (const auto& c : candidates) {
       const unsigned long long per_cta = c.threads / 8 * c.gps;
       const unsigned blocks = unsigned((groups + per_cta - 1) / per_cta);
