@@ -118,9 +118,7 @@ Launch geometry(unsigned m, unsigned k) {
 #elif KILN_BENCH_KERNEL == 1
   return {dim3(m, groups), 128};
 #else
-  const unsigned busy_y = (groups + 15) / 16;
-  const unsigned fill_y = (3072 + m - 1) / m;
-  return {dim3(m, (m >= 3072 || busy_y <= 1) ? 1 : std::min(fill_y, busy_y)), 128};
+  return {dim3(static_cast<unsigned>((static_cast<unsigned long long>(m) * groups + 15) / 16)), 128};
 #endif
 }
 
@@ -150,7 +148,7 @@ void run(unsigned m, unsigned k, double ceiling) {
                                                              static_cast<float*>(s[set]), k);
 #else
     per_token_group_quant_fp8_hopper<<<shape.grid, shape.threads>>>(static_cast<const unsigned short*>(x[set]), q[set],
-                                                                     static_cast<float*>(s[set]), k);
+                                                                     static_cast<float*>(s[set]), k, m);
 #endif
   };
   CHECK(cudaMemset(q[0], 0xCD, elems));

@@ -304,19 +304,18 @@ TEST_CASE("C ABI: the plan is Fp8ActQuant::pick_with for any device, lever and s
 
 TEST_CASE("C ABI: the plan's verdicts on an H200 and their texts") {
   kiln_fp8_pick pick = sized<kiln_fp8_pick>();
-  REQUIRE(kiln_fp8_act_quant_plan(22, 5120, 132, 1, KILN_FP8_LEVER_ON, &pick) == KILN_OK);
+  REQUIRE(kiln_fp8_act_quant_plan(24, 5120, 132, 1, KILN_FP8_LEVER_ON, &pick) == KILN_OK);
   CHECK(pick.twin == 1);
   CHECK(pick.reject == KILN_FP8_REJECT_NONE);
   CHECK(std::string(pick.entry) == "per_token_group_quant_fp8_hopper");
   CHECK(std::string(pick.reason).empty());
-  CHECK(pick.grid[0] == 22);
-  CHECK(pick.grid[1] == 3);
+  CHECK(pick.grid[0] == 60);  // 24 * 40 / 16
+  CHECK(pick.grid[1] == 1);
 
-  REQUIRE(kiln_fp8_act_quant_plan(21, 5120, 132, 1, KILN_FP8_LEVER_ON, &pick) == KILN_OK);
+  REQUIRE(kiln_fp8_act_quant_plan(23, 5120, 132, 1, KILN_FP8_LEVER_ON, &pick) == KILN_OK);
   CHECK(pick.twin == 0);
   CHECK(pick.reject == KILN_FP8_REJECT_TOO_FEW_CTAS);
   CHECK(std::string(pick.entry) == "per_token_group_quant_fp8");
-  // Not "at 16 K-groups per CTA": this grid's CTAs cover 14 (40 groups over Y = 3).
   CHECK(std::string(pick.reason) == "too few CTAs to fill the device");
   CHECK(pick.grid[1] == 40);
 
@@ -339,7 +338,7 @@ TEST_CASE("C ABI: the plan's verdicts on an H200 and their texts") {
               "'k': expected k/128 <= 65535 for the shared kernel (grid Y limit), got 8388608");
   REQUIRE(kiln_fp8_act_quant_plan(1, 8388608, 132, 1, KILN_FP8_LEVER_ON, &pick) == KILN_OK);
   CHECK(pick.twin == 1);
-  CHECK(pick.grid[1] == 3072);
+  CHECK(pick.grid[0] == 4096);  // 65536 groups, 16 a CTA
   for (const auto& [m, k] : {std::pair<std::uint32_t, std::uint32_t>{0, 7168}, {5, 0}}) {
     CAPTURE(m, k);
     pick = sized<kiln_fp8_pick>();

@@ -197,7 +197,7 @@ TEST_CASE("each refusal names its limit, and the limits sit exactly at the drive
   const auto off = both.pick_with(false, 1, 8388608, 132);
   CHECK(off.action == Fp8QuantAction::k_past_grid_y);
   CHECK(off.reject == Fp8HopperReject::not_requested);
-  CHECK(both.pick_with(true, 1, 8388608, 132).grid == std::array<std::uint32_t, 3>{1, FP8_QUANT_HOPPER_TARGET_CTAS, 1});
+  CHECK(both.pick_with(true, 1, 8388608, 132).grid == std::array<std::uint32_t, 3>{65536 / 16, 1, 1});
   CHECK_THAT(error_of([&] { fp8_quant_require_launchable(off, 1, 8388608); }),
              Catch::Contains("'k'") && Catch::Contains("65535"));
   CHECK_THAT(error_of([&] { fp8_quant_require_launchable(both.pick_with(true, U32_MAX, 128, 132), U32_MAX, 128); }),
@@ -225,9 +225,13 @@ TEST_CASE("pointers not aligned for the twin route to the shared kernel, and the
   CHECK(chosen.reject == Fp8HopperReject::misaligned);
   const auto q_off = quant.launch_with(true, gpu, address(0x10000), address(0x20004), scales, 4096, 7168, nullptr);
   CHECK(q_off.reject == Fp8HopperReject::misaligned);
-  REQUIRE(gpu.launches.size() == 2);
+  // q 8-byte aligned is not enough: the twin stores 16 bytes per lane.
+  const auto q_eight = quant.launch_with(true, gpu, address(0x10000), address(0x20008), scales, 4096, 7168, nullptr);
+  CHECK(q_eight.reject == Fp8HopperReject::misaligned);
+  REQUIRE(gpu.launches.size() == 3);
   CHECK(gpu.launches[0].kernel == SHARED);
   CHECK(gpu.launches[1].kernel == SHARED);
+  CHECK(gpu.launches[2].kernel == SHARED);
   CHECK(gpu.launches[1].grid.y == 7168 / 128);
   // Aligned pointers keep the twin; so does a refusal that came first (floor before alignment).
   CHECK(quant.pick_with(true, 4096, 7168, 132, true).twin);
@@ -238,7 +242,7 @@ TEST_CASE("pointers not aligned for the twin route to the shared kernel, and the
              Catch::Contains("'x'") && Catch::Contains("16-byte"));
 }
 
-TEST_CASE("the twin takes a K past the shared kernel's grid-Y limit, on its own bounded Y") {
+TEST_CASE("the twin takes a K past the shared kernel's grid-Y limit, on its flat grid") {
   test::RecordingBackend gpu(132);
   const Fp8ActQuant quant(SHARED, HOPPER, 132);
   const std::uint32_t k = 128u * 8 * 70000;
@@ -248,8 +252,8 @@ TEST_CASE("the twin takes a K past the shared kernel's grid-Y limit, on its own 
   CHECK(chosen.twin);
   REQUIRE(gpu.launches.size() == 1);
   CHECK(gpu.launches[0].kernel == HOPPER);
-  CHECK(gpu.launches[0].grid.x == 1);
-  CHECK(gpu.launches[0].grid.y == FP8_QUANT_HOPPER_TARGET_CTAS);
+  CHECK(gpu.launches[0].grid.x == 8 * 70000 / 16);
+  CHECK(gpu.launches[0].grid.y == 1);
   // Lever off, the shared kernel would need 560000 CTAs on Y: refused, nothing more launched.
   CHECK_THAT(error_of([&] { quant.launch_with(false, gpu, address(0x10000), address(0x20000), scales, 1, k, nullptr); }),
              Catch::Contains("'k'") && Catch::Contains("65535"));

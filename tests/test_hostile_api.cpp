@@ -70,13 +70,14 @@ TEST_CASE("the largest shapes: each arm's exact kernel and grid, or launch's ref
   const Fp8QuantAction launch = Fp8QuantAction::launch;
   const Fp8QuantAction too_wide = Fp8QuantAction::k_past_grid_y;
   const Expect expected[] = {
-      // Lever on. One row is 1 twin CTA at K = 128 (below the floor of 66): the shared kernel.
+      // Lever on. One row is 1 twin CTA at K = 128 (below the floor of 60): the shared kernel.
       {true, 1, 128, launch, SHARED, {1, 1, 1}},
-      {true, 1, 128u * 65535, launch, HOPPER, {1, FP8_QUANT_HOPPER_TARGET_CTAS, 1}},
-      {true, 1, K_MAX, launch, HOPPER, {1, FP8_QUANT_HOPPER_TARGET_CTAS, 1}},
-      {true, M_MAX, 128, launch, HOPPER, {M_MAX, 1, 1}},
-      {true, M_MAX, 128u * 65535, launch, HOPPER, {M_MAX, 1, 1}},
-      {true, M_MAX, K_MAX, launch, HOPPER, {M_MAX, 1, 1}},
+      // The twin's grid is flat: ceil(M * L / 16) CTAs, capped at grid X's 2^31-1.
+      {true, 1, 128u * 65535, launch, HOPPER, {4096, 1, 1}},
+      {true, 1, K_MAX, launch, HOPPER, {(L_MAX + 15) / 16, 1, 1}},
+      {true, M_MAX, 128, launch, HOPPER, {(M_MAX / 16) + 1, 1, 1}},
+      {true, M_MAX, 128u * 65535, launch, HOPPER, {FP8_QUANT_MAX_GRID_X, 1, 1}},
+      {true, M_MAX, K_MAX, launch, HOPPER, {FP8_QUANT_MAX_GRID_X, 1, 1}},
       // Lever off: the shared kernel, one CTA per group, refused past 65535 groups.
       {false, 1, 128, launch, SHARED, {1, 1, 1}},
       {false, 1, 128u * 65535, launch, SHARED, {1, 65535, 1}},
@@ -93,7 +94,7 @@ TEST_CASE("the largest shapes: each arm's exact kernel and grid, or launch's ref
     CHECK(pick.kernel == e.kernel);
     CHECK(pick.grid == e.grid);
     CHECK(pick.twin == (e.kernel == HOPPER));
-    CHECK(fp8_quant_hopper_ctas(e.m, e.k) == std::uint64_t{e.m} * fp8_quant_grid(true, e.m, e.k)[1]);
+    CHECK(fp8_quant_hopper_ctas(e.m, e.k) == fp8_quant_grid(true, e.m, e.k)[0]);
 
     RecordingBackend gpu(132);
     const std::string error = error_of([&] {
@@ -126,10 +127,12 @@ TEST_CASE("sm_count at its limits: 0 and UINT32_MAX pick without overflow") {
     CHECK(pick.kernel == HOPPER);
     CHECK(pick.grid == std::array<std::uint32_t, 3>{0x7FFFFFFF, 1, 1});
   }
-  // UINT32_MAX SMs: a floor of 2^31 CTAs that no launchable grid reaches, so the shared kernel is
-  // chosen, and at this K it would need more than 65535 CTAs on Y: refused, the reason kept.
-  CHECK(fp8_quant_min_ctas(U32_MAX) == 0x80000000u);
-  const auto huge = quant.pick_with(true, 0x7FFFFFFF, K_MAX, U32_MAX);
+  // UINT32_MAX SMs: a floor of ceil(0.45 x (2^32 - 1)) CTAs, which only a capped twin grid reaches.
+  CHECK(fp8_quant_min_ctas(U32_MAX) == 1932735283u);
+  CHECK(quant.pick_with(true, 0x7FFFFFFF, K_MAX, U32_MAX).twin);
+  // One row at K_MAX is 2097152 twin CTAs, below it: the shared kernel is chosen, and it would need
+  // more than 65535 CTAs on Y: refused, the reason kept.
+  const auto huge = quant.pick_with(true, 1, K_MAX, U32_MAX);
   CHECK(huge.action == Fp8QuantAction::k_past_grid_y);
   CHECK(huge.reject == Fp8HopperReject::too_few_ctas);
   CHECK_FALSE(huge.kernel.loaded());

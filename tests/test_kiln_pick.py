@@ -12,7 +12,6 @@ import subprocess
 import sys
 from checks import check, exit_status
 
-TARGET_CTAS = 3072  # FP8_QUANT_HOPPER_TARGET_CTAS
 GROUPS_PER_CTA = 16  # FP8_QUANT_HOPPER_GROUPS_PER_CTA
 MAX_X, MAX_Y = 2**31 - 1, 65535
 
@@ -28,14 +27,13 @@ def ceil_div(a, b):
 
 
 def twin_grid(m, k):
-    """README: Y = clamp(ceil(3072 / M), 1, ceil(L / 16))."""
-    groups = k // 128
-    y = max(1, min(ceil_div(TARGET_CTAS, max(m, 1)), ceil_div(groups, GROUPS_PER_CTA)))
-    return [m, y, 1], ceil_div(groups, y)
+    """README: (min(ceil(M * L / 16), 2^31 - 1), 1, 1) and the M * L groups it covers."""
+    groups = m * (k // 128)
+    return [min(ceil_div(groups, GROUPS_PER_CTA), MAX_X), 1, 1], groups
 
 
 def floor_of(sm):
-    return ceil_div(sm, 2)  # ceil(0.5 x sm)
+    return ceil_div(45 * sm, 100)  # ceil(0.45 x sm), in integers
 
 
 def test_refusals(kiln):
@@ -45,12 +43,12 @@ def test_refusals(kiln):
     check('grid' not in done.stdout, '--k 8388608 --twin off prints no grid', done.stdout)
     check("'k'" in done.stderr and '65535' in done.stderr and 'grid Y' in done.stderr,
           '--k 8388608 --twin off names k and the grid-Y limit', done.stderr)
-    # The twin takes it on its own bounded Y.
+    # The twin takes it on its flat grid.
     done = pick(kiln, '--m', 1, '--k', 8388608, '--twin', 'on', '--json')
     check(done.returncode == 0, f'--k 8388608 --twin on runs the twin (exit {done.returncode})', done.stderr)
     if done.returncode == 0:
         out = json.loads(done.stdout)
-        check(out['twin'] and out['grid'] == [1, TARGET_CTAS, 1], f'twin grid (1, 3072, 1): {out["grid"]}')
+        check(out['twin'] and out['grid'] == [4096, 1, 1], f'twin grid (4096, 1, 1): {out["grid"]}')
     # Shapes outside what a launch takes never reach a grid, whoever refuses them.
     for m, k in ((0, 7168), (5, 0), (4294967295, 128), (2147483648, 128)):
         done = pick(kiln, '--m', m, '--k', k, '--twin', 'on')
@@ -63,7 +61,7 @@ def test_limits(kiln):
             for k in (128, 128 * 65535, 128 * 65536):
                 done = pick(kiln, '--m', m, '--k', k, '--twin', lever, '--json')
                 what = f'--m {m} --k {k} --twin {lever}'
-                twin = lever == 'on' and m * twin_grid(m, k)[0][1] >= floor_of(132)
+                twin = lever == 'on' and twin_grid(m, k)[0][0] >= floor_of(132)
                 if not twin and k // 128 > MAX_Y:
                     # The shared kernel past 65535 groups: refused, with launch()'s words.
                     check(done.returncode == 1, f'{what}: refused (exit {done.returncode})', done.stdout)
@@ -97,8 +95,8 @@ def test_why_line(kiln):
                     check(False, f'{what}: exit 0', done.stderr)
                     continue
                 out = json.loads(done.stdout)
-                grid, per_cta = twin_grid(m, k)
-                ctas = grid[0] * grid[1]
+                grid, groups_total = twin_grid(m, k)
+                ctas = grid[0]
                 min_m = out['twin_min_m']
                 check(out['twin'] == (ctas >= floor), f'{what}: twin iff {ctas} CTAs >= floor {floor}')
                 check(m < min_m or out['twin'], f'{what}: every M >= {min_m} takes the twin')
@@ -108,9 +106,9 @@ def test_why_line(kiln):
                 why = out['why']
                 check(why.startswith('too few CTAs to fill the device'), f'{what}: the floor reason', why)
                 groups = [int(n) for n in re.findall(r'(\d+) K-groups', why)]
-                check(groups == [per_cta], f'{what}: K-groups per CTA {groups} == {per_cta}', why)
-                check(numbers(why) == [*grid, ctas, per_cta, floor, sm, min_m],
-                      f'{what}: grid, CTAs, groups, floor, SMs, min M', why)
+                check(groups == [groups_total], f'{what}: K-groups {groups} == {groups_total}', why)
+                check(numbers(why) == [*grid, ctas, groups_total, GROUPS_PER_CTA, floor, sm, min_m],
+                      f'{what}: grid, CTAs, groups, groups per CTA, floor, SMs, min M', why)
                 # The plain-text line says the same.
                 text = pick(kiln, '--m', m, '--k', k, '--sm-count', sm, '--twin', 'on').stdout
                 check(f'why not the twin: {why}\n' in text, f'{what}: text and JSON agree', text)

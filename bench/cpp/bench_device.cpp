@@ -179,7 +179,8 @@ void launch_quant(GpuSession& gpu, KernelHandle handle, bool twin, std::uint32_t
   void* q = slot.q;
   float* scales = slot.scales;
   std::uint32_t k_arg = k;
-  void* args[] = {&x, &q, &scales, &k_arg};
+  std::uint32_t m_arg = m;  // the twin's fifth argument; the shared kernel declares four
+  void* args[] = {&x, &q, &scales, &k_arg, &m_arg};
   gpu.backend().launch(handle, Dim3{grid[0], grid[1], grid[2]}, Dim3{ops::FP8_QUANT_GROUP, 1, 1}, 0, stream, args,
                        options);
 }

@@ -16,7 +16,7 @@ std::string_view to_string(Fp8HopperReject reason) {
     case Fp8HopperReject::absent: return "kernel absent from this image (hopper family only)";
     case Fp8HopperReject::not_requested: return "not requested";
     case Fp8HopperReject::too_few_ctas: return "too few CTAs to fill the device";
-    case Fp8HopperReject::misaligned: return "pointers not 16-byte aligned for the twin's uint4 loads";
+    case Fp8HopperReject::misaligned: return "pointers not 16-byte aligned for the twin's uint4 loads and stores";
   }
   return "unknown";
 }
@@ -28,28 +28,29 @@ std::uint64_t fp8_quant_hopper_ctas(std::uint32_t m, std::uint32_t k) {
 
 std::uint32_t fp8_quant_hopper_min_m(std::uint32_t k, std::uint32_t sm_count) {
   const std::uint64_t floor = fp8_quant_min_ctas(sm_count);
-  // From the CTA target on, Y is 1 and the count is M itself, so the M there that miss the floor
-  // are exactly [target, floor): then the answer is the floor, whatever smaller M do.
-  if (floor > FP8_QUANT_HOPPER_TARGET_CTAS)
-    return static_cast<std::uint32_t>(std::min<std::uint64_t>(floor, std::numeric_limits<std::uint32_t>::max()));
-  // Below the target, the answer is one past the largest M that misses (M = 0 always does). Why a
-  // scan from the top and not from floor / CTAs-per-row up: the count need not be monotone in M,
-  // so the first M that reaches the floor proves nothing about the M after it.
-  std::uint32_t m = FP8_QUANT_HOPPER_TARGET_CTAS - 1;
-  while (m > 0 && fp8_quant_hopper_ctas(m, k) >= floor) --m;
-  return m + 1;
+  constexpr std::uint32_t NEVER = std::numeric_limits<std::uint32_t>::max();
+  if (fp8_quant_hopper_ctas(NEVER, k) < floor) return NEVER;
+  // The count ceil(M * L / 16), capped, never falls as M grows: the first M that reaches the
+  // floor is the answer, found by bisection over [0, 2^32 - 1].
+  std::uint32_t low = 0, high = NEVER;  // count(low) may miss, count(high) reaches
+  while (low < high) {
+    const std::uint32_t mid = low + (high - low) / 2;
+    if (fp8_quant_hopper_ctas(mid, k) >= floor)
+      high = mid;
+    else
+      low = mid + 1;
+  }
+  return low;
 }
 
 std::string fp8_quant_hopper_grid_text(std::uint32_t m, std::uint32_t k, std::uint32_t sm_count) {
   const auto grid = fp8_quant_grid(true, m, k);
-  const std::uint32_t groups = k / FP8_QUANT_GROUP;
-  // Block 0 owns the longest span: every other block's is the same or the shorter tail.
-  const auto [first, end] = fp8_quant_hopper_span(groups, grid[1], 0);
+  const std::uint64_t groups = std::uint64_t{m} * (k / FP8_QUANT_GROUP);
   return "twin grid (" + std::to_string(grid[0]) + ", " + std::to_string(grid[1]) + ", " + std::to_string(grid[2]) +
-         ") = " + std::to_string(std::uint64_t{grid[0]} * grid[1] * grid[2]) + " CTAs of up to " +
-         std::to_string(end - first) + " K-groups each, floor " + std::to_string(fp8_quant_min_ctas(sm_count)) +
-         " = ceil(" + fmt::format("{}", FP8_QUANT_MIN_CTAS_PER_SM) + " x " + std::to_string(std::max(sm_count, 1u)) +
-         " SMs)";
+         ") = " + std::to_string(std::uint64_t{grid[0]} * grid[1] * grid[2]) + " CTAs for " + std::to_string(groups) +
+         " K-groups (" + std::to_string(FP8_QUANT_HOPPER_GROUPS_PER_CTA) + " per CTA), floor " +
+         std::to_string(fp8_quant_min_ctas(sm_count)) + " = ceil(" + fmt::format("{}", FP8_QUANT_MIN_CTAS_PER_SM) +
+         " x " + std::to_string(std::max(sm_count, 1u)) + " SMs)";
 }
 
 std::string fp8_quant_reject_text(Fp8HopperReject reason, std::uint32_t m, std::uint32_t k, std::uint32_t sm_count) {

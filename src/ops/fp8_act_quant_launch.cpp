@@ -25,7 +25,7 @@ void fp8_quant_require_launchable(const Fp8QuantPick& chosen, std::uint32_t m, s
     case Fp8QuantAction::k_past_grid_y:
       throw_invalid_argument("k", "k/128 <= 65535 for the shared kernel (grid Y limit)", std::to_string(k));
     case Fp8QuantAction::twin_misaligned:
-      throw_invalid_argument("x", "16-byte alignment (and q 8-byte) for the Hopper twin, the only kernel here",
+      throw_invalid_argument("x", "x and q 16-byte aligned for the Hopper twin, the only kernel here",
                              "pointers that are not");
   }
   throw_error("fp8_act_quant: unknown Fp8QuantAction");
@@ -38,9 +38,9 @@ Fp8QuantPick Fp8ActQuant::launch(GpuBackend& gpu, const void* x, void* q, float*
 
 Fp8QuantPick Fp8ActQuant::launch_with(bool requested, GpuBackend& gpu, const void* x, void* q, float* scales,
                                       std::uint32_t m, std::uint32_t k, void* stream, LaunchOptions options) const {
-  // Why: the twin reads x as uint4 (16 bytes) and writes q as uint2 (8 bytes); rows stay aligned
-  // because K is a multiple of 128. A null pointer counts as aligned; its own check names it.
-  const bool twin_aligned = aligned(x, 16) && aligned(q, 8);
+  // Why: the twin reads x and writes q as uint4 (16 bytes); rows stay aligned because K is a
+  // multiple of 128. A null pointer counts as aligned; its own check names it.
+  const bool twin_aligned = aligned(x, 16) && aligned(q, 16);
   const Fp8QuantPick chosen = pick_with(requested, m, k, sm_count_, twin_aligned);
   // Why this order: the shape's own limits, then the no-op (which needs no pointers), then the
   // pointers and the kernels, then the limits of the kernel that would run.
@@ -52,13 +52,16 @@ Fp8QuantPick Fp8ActQuant::launch_with(bool requested, GpuBackend& gpu, const voi
   require_pointer("scales", scales, alignof(float));
   if (!available()) throw_error("fp8_act_quant: no quantizer kernel on device " + std::to_string(gpu.device().ordinal));
   if (chosen.action == Fp8QuantAction::twin_misaligned)
-    throw_invalid_argument("x", "16-byte alignment (and q 8-byte) for the Hopper twin, the only kernel here",
+    throw_invalid_argument("x", "x and q 16-byte aligned for the Hopper twin, the only kernel here",
                            "x " + pointer_text(x) + ", q " + pointer_text(q));
   fp8_quant_require_launchable(chosen, m, k);
 
   fp8_act_quant_note_verdict(requested, chosen.reject, m, k, sm_count_);
   std::uint32_t k_arg = k;
-  void* args[] = {&x, &q, &scales, &k_arg};
+  std::uint32_t m_arg = m;
+  // Why m: the twin's flat grid does not say where the groups end. The shared kernel, whose grid
+  // does, declares only the first four, and the driver reads as many as the kernel declares.
+  void* args[] = {&x, &q, &scales, &k_arg, &m_arg};
   // Why the entry swap after the pick: the PDL entry is the same kernel with the grid-dependency
   // steps, so the pick's kernel, grid and reason stand; the plain shared entry must never get PDL,
   // as it does not wait for the prior grid.

@@ -93,8 +93,10 @@ DeviceOutputs download(const test::DeviceBuffer& dq, const test::DeviceBuffer& d
 }
 
 // Launch one arm directly with `grid_y` (0: the pick core's grid for that arm).
+// `twin_grid_x`: the twin on a grid of that many CTAs instead of kiln's (a smaller one stands in
+// for a capped grid, whose slots loop); 0 for kiln's grid.
 DeviceOutputs run_arm(const std::vector<std::uint16_t>& x, std::uint32_t m, std::uint32_t k, bool twin,
-                      std::uint32_t grid_y = 0) {
+                      std::uint32_t twin_grid_x = 0) {
   auto& g = gpu();
   const std::size_t n = static_cast<std::size_t>(m) * k;
   test::DeviceBuffer dx(g.context, n * 2), dq(g.context, n), ds(g.context, std::size_t{m} * (k / 128) * 4);
@@ -102,12 +104,13 @@ DeviceOutputs run_arm(const std::vector<std::uint16_t>& x, std::uint32_t m, std:
   dq.fill(0xCD);  // poison: 0xCD is a valid e4m3 code, so only a byte the kernel wrote can match
   ds.fill(0xFF);  // poison: NaN scales
   auto grid = fp8_quant_grid(twin, m, k);
-  if (grid_y != 0) grid[1] = grid_y;
+  if (twin && twin_grid_x != 0) grid[0] = twin_grid_x;
   const void* px = dx.get();
   void* pq = dq.get();
   void* ps = ds.get();
   std::uint32_t k_arg = k;
-  void* args[] = {&px, &pq, &ps, &k_arg};
+  std::uint32_t m_arg = m;  // the twin's fifth argument; the shared kernel declares four
+  void* args[] = {&px, &pq, &ps, &k_arg, &m_arg};
   g.service.backend().launch(twin ? g.quant.hopper() : g.quant.shared(), Dim3{grid[0], grid[1], grid[2]},
                              Dim3{128, 1, 1}, 0, nullptr, args);
   test::synchronize(g.context);
@@ -174,27 +177,28 @@ TEST_CASE("special values: zeros, denormals, huge values, zero groups, single no
   check_both_arms(x, m, k);
 }
 
-TEST_CASE("the twin covers every group at any grid Y in 1..=L") {
-  const std::uint32_t m = 3, k = 128 * 37;
+TEST_CASE("the twin covers every group on any grid X up to kiln's (smaller grids loop, as a capped one)") {
+  const std::uint32_t m = 3, k = 128 * 37;  // 111 groups: 7 CTAs, the last with 15 of 16 slots busy
   const auto x = random_input(m, k, 4242);
   std::vector<std::uint8_t> q;
   std::vector<float> s;
   reference(x, m, k, q, s);
-  for (std::uint32_t y : {1u, 2u, 3u, 4u, 5u, 7u, 36u, 37u}) {
-    CAPTURE(y);
-    check_equal(q, s, run_arm(x, m, k, true, y), m, k);
+  REQUIRE(fp8_quant_grid(true, m, k)[0] == 7);
+  for (std::uint32_t grid_x : {1u, 2u, 3u, 4u, 5u, 6u, 7u}) {
+    CAPTURE(grid_x);
+    check_equal(q, s, run_arm(x, m, k, true, grid_x), m, k);
   }
 }
 
-TEST_CASE("grid-Y limit: past L = 65535 the twin covers every group, at kiln's Y and at Y = 65535") {
-  const std::uint32_t k = 128 * (8 * 65535 + 8), m = 1;  // 524288 groups: 171 per CTA at kiln's Y
-  REQUIRE(fp8_quant_grid(true, m, k)[1] == FP8_QUANT_HOPPER_TARGET_CTAS);
+TEST_CASE("past the shared kernel's grid-Y limit (L = 65535) the twin covers every group") {
+  const std::uint32_t k = 128 * (8 * 65535 + 8), m = 1;  // 524288 groups: 32768 CTAs
+  REQUIRE(fp8_quant_grid(true, m, k)[0] == 32768);
   const auto x = random_input(m, k, 77);
   std::vector<std::uint8_t> q;
   std::vector<float> s;
   reference(x, m, k, q, s);
   check_equal(q, s, run_arm(x, m, k, true), m, k);
-  check_equal(q, s, run_arm(x, m, k, true, FP8_QUANT_MAX_GRID_Y), m, k);
+  check_equal(q, s, run_arm(x, m, k, true, 1000), m, k);
 }
 
 TEST_CASE("every (absmax, x) pair of bf16 values: the twin's division gives the shared kernel's bytes", "[all-pairs]") {
@@ -252,19 +256,28 @@ TEST_CASE("misaligned pointers run the shared kernel and still give the referenc
   std::vector<float> s;
   reference(x, m, k, q, s);
   const std::size_t n = std::size_t{m} * k;
-  test::DeviceBuffer dx(g.context, n * 2 + 16), dq(g.context, n + 16), ds(g.context, std::size_t{m} * 8 * 4);
-  // x offset by 2 bytes: still bf16-aligned, no longer 16-byte aligned.
-  std::vector<std::uint8_t> staging(n * 2 + 16, 0);
-  std::memcpy(staging.data() + 2, x.data(), n * 2);
-  dx.upload(staging.data(), staging.size());
-  dq.fill(0xCD);
-  ds.fill(0xFF);
-  auto* px = static_cast<std::uint8_t*>(dx.get()) + 2;
-  const auto chosen = g.quant.launch(g.service.backend(), px, dq.get(), static_cast<float*>(ds.get()), m, k, nullptr);
-  test::synchronize(g.context);
-  if (fp8_act_quant_hopper_enabled()) CHECK(chosen.reject == Fp8HopperReject::misaligned);
-  CHECK_FALSE(chosen.twin);
-  check_equal(q, s, download(dq, ds, m, k), m, k);
+  // x offset by 2 bytes (still bf16-aligned), or q by 8 (enough for 8-byte stores, not the twin's 16).
+  const std::pair<std::size_t, std::size_t> offsets[] = {{2, 0}, {0, 8}};
+  for (const auto& [x_offset, q_offset] : offsets) {
+    CAPTURE(x_offset, q_offset);
+    test::DeviceBuffer dx(g.context, n * 2 + 16), dq(g.context, n + 16), ds(g.context, std::size_t{m} * 8 * 4);
+    std::vector<std::uint8_t> staging(n * 2 + 16, 0);
+    std::memcpy(staging.data() + x_offset, x.data(), n * 2);
+    dx.upload(staging.data(), staging.size());
+    dq.fill(0xCD);
+    ds.fill(0xFF);
+    auto* px = static_cast<std::uint8_t*>(dx.get()) + x_offset;
+    auto* pq = static_cast<std::uint8_t*>(dq.get()) + q_offset;
+    const auto chosen = g.quant.launch(g.service.backend(), px, pq, static_cast<float*>(ds.get()), m, k, nullptr);
+    test::synchronize(g.context);
+    if (fp8_act_quant_hopper_enabled()) CHECK(chosen.reject == Fp8HopperReject::misaligned);
+    CHECK_FALSE(chosen.twin);
+    std::vector<std::uint8_t> all_q(n + 16);
+    dq.download(all_q.data(), all_q.size());
+    DeviceOutputs got = download(dq, ds, m, k);
+    got.q.assign(all_q.begin() + static_cast<std::ptrdiff_t>(q_offset), all_q.begin() + static_cast<std::ptrdiff_t>(q_offset + n));
+    check_equal(q, s, got, m, k);
+  }
 }
 
 TEST_CASE("PDL launches back to back keep the stream's order: each launch reads the one before's output") {

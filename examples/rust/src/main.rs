@@ -27,11 +27,12 @@ fn cpu_part(service: &kiln::Service) -> Result<kiln::DeviceInfo, String> {
 
     let pick = service.pick(4096, 7168).map_err(|e| e.to_string())?;
     println!("pick m=4096 k=7168 here: {pick}");
-    expect(pick.grid[0] == 4096, "the pick's grid has M on X")?;
-    let plan = kiln::plan(22, 5120, 132, true, kiln::LEVER_ON).map_err(|e| e.to_string())?;
-    println!("plan m=22 k=5120 on 132 SMs: {plan}");
-    expect(plan.twin && plan.grid[1] == 3, "the twin fills an H200 at m=22, k=5120")?;
-    let fewer = kiln::plan(21, 5120, 132, true, kiln::LEVER_ON).map_err(|e| e.to_string())?;
+    let expected_x = if pick.twin { 4096 * 56 / 16 } else { 4096 };
+    expect(pick.grid[0] == expected_x, "the pick's grid is its kernel's (twin: 16 groups a CTA)")?;
+    let plan = kiln::plan(24, 5120, 132, true, kiln::LEVER_ON).map_err(|e| e.to_string())?;
+    println!("plan m=24 k=5120 on 132 SMs: {plan}");
+    expect(plan.twin && plan.grid[0] == 60, "the twin fills an H200 at m=24, k=5120")?;
+    let fewer = kiln::plan(23, 5120, 132, true, kiln::LEVER_ON).map_err(|e| e.to_string())?;
     expect(fewer.reject == kiln::REJECT_TOO_FEW_CTAS, "one row fewer is too few CTAs for the twin")?;
 
     match service.pick(1, 100) {

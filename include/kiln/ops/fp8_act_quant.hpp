@@ -8,7 +8,8 @@
 ///
 /// The shared kernel (`kernels_src/common/per_token_group_quant_fp8.cu`) runs one 128-thread CTA
 /// per 128-element K-group. The Hopper twin (`kernels_src/hopper/fp8_act_quant_hopper.cu`) gives
-/// each group 8 threads that load two `uint4` each, and packs 16 groups into a pass of a CTA. Only the
+/// each group 8 threads that own 16 contiguous elements each, and packs 16 groups into a CTA on a
+/// grid flat over all M * K/128 groups. Only the
 /// `hopper` family carries the twin; on other targets its handle is 0 and the shared kernel runs.
 /// `fp8_act_quant_floor.hpp` decides when the twin runs.
 
@@ -16,7 +17,6 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
-#include <utility>
 
 #include "kiln/gpu_backend.hpp"
 #include "kiln/kernel_handle.hpp"
@@ -39,22 +39,18 @@ inline constexpr std::string_view FP8_QUANT_HOPPER_ENTRY = "per_token_group_quan
 
 /// Elements per quantization group (one fp32 scale each).
 inline constexpr std::uint32_t FP8_QUANT_GROUP = 128;
-/// K-groups one pass of a Hopper CTA covers: 128 threads / 8 threads per group, as
-/// `HQ_GROUPS_PER_CTA` in the `.cu`. The kernel derives its group span from `gridDim.y`, so this
-/// value sets only the largest Y extent kiln launches (`ceil(L / 16)`: every slot busy).
-/// 2026-12-03: 16, up from the original design's 8, with the twin's geometry measured on the H200
-/// (bench/results/2026-12-03-h200-twin-geometry.md).
+/// K-groups one Hopper CTA covers: 128 threads / 8 threads per group, as `HQ_GROUPS_PER_CTA` in
+/// the `.cu`. 2026-12-04: the twin's grid is flat over all M * L groups, 16 consecutive groups per
+/// CTA (SGLang's geometry; 1-9% faster than the row-looping (M, Y) grid of 2026-12-03 at 512..16384
+/// rows on the H200, bench/results/2026-12-04-h200-twin-access.log).
 inline constexpr std::uint32_t FP8_QUANT_HOPPER_GROUPS_PER_CTA = 16;
-/// Threads per K-group in a Hopper CTA, and the elements each owns (two runs of 8).
+/// Threads per K-group in a Hopper CTA, and the contiguous elements each owns (lane `l` owns
+/// `[16 l, 16 l + 16)` of its group: two `uint4` loads, one `uint4` store).
 inline constexpr std::uint32_t FP8_QUANT_HOPPER_LANES = 8;
-inline constexpr std::uint32_t FP8_QUANT_HOPPER_RUN = 8;
-/// CTAs the Hopper grid aims for before it stops splitting rows over Y: below this M * Y, more
-/// and thinner CTAs win; above, one CTA per row (Y = 1) is fastest, because a CTA's fixed cost is
-/// spread over the most bytes. 2026-12-03, H200: Y = 1 won at M >= 4576, Y = 2 at M = 2048,
-/// Y = 4..8 at M <= 512 (bench/results/2026-12-03-h200-twin-geometry.md).
-inline constexpr std::uint32_t FP8_QUANT_HOPPER_TARGET_CTAS = 3072;
+inline constexpr std::uint32_t FP8_QUANT_HOPPER_RUN = 16;
 
-/// Largest grid X extent (2^31-1): M is on grid X in both arms.
+/// Largest grid X extent (2^31-1): M is on grid X in the shared arm, the twin's CTAs in its arm
+/// (capped there; the kernel loops over what a capped grid leaves).
 inline constexpr std::uint32_t FP8_QUANT_MAX_GRID_X = 0x7FFFFFFFu;
 /// Largest grid Y extent (65535): binds only the shared arm, whose Y is K/128.
 inline constexpr std::uint32_t FP8_QUANT_MAX_GRID_Y = 65535;
@@ -68,7 +64,7 @@ enum class Fp8QuantAction : std::uint8_t {
   k_not_multiple,   ///< refused: k is not a multiple of 128
   m_past_grid_x,    ///< refused: m > 2^31-1 (grid X)
   k_past_grid_y,    ///< refused: the shared kernel runs and k/128 > 65535 (grid Y)
-  twin_misaligned,  ///< refused: the twin is the only kernel and x/q are not 16/8-byte aligned
+  twin_misaligned,  ///< refused: the twin is the only kernel and x or q is not 16-byte aligned
 };
 
 /// "launch", "no-op", or the refusal's limit in words.
@@ -151,7 +147,7 @@ class Fp8ActQuant {
   /// caller's `stream` (a CUstream; nullptr is the legacy default stream), with the kernel and grid
   /// of one `pick`. All pointers are device pointers. Validated before any launch, with an error
   /// naming the argument: `k` a multiple of 128; non-null pointers; `x` 2-byte and `scales` 4-byte
-  /// aligned (the twin also wants `x` 16-byte and `q` 8-byte aligned, else the shared kernel runs);
+  /// aligned (the twin also wants `x` and `q` 16-byte aligned, else the shared kernel runs);
   /// `m` <= 2^31-1 (grid X); for the shared kernel `k/128` <= 65535 (grid Y). `m == 0` or
   /// `k == 0` is a no-op. Throws kiln::Error when no kernel is available. Returns the pick used
   /// (`action` launch or noop); the shape checks are `fp8_quant_action`'s, the same as every pick's.
@@ -175,30 +171,24 @@ class Fp8ActQuant {
   std::uint32_t sm_count_ = 0;
 };
 
-// Why no clamp at the driver's grid-Y limit in the twin's grid: Y never exceeds the CTA target.
-static_assert(FP8_QUANT_HOPPER_TARGET_CTAS <= FP8_QUANT_MAX_GRID_Y);
-
 /// Grid for one quantizer launch. Pure.
 ///
-/// M is on grid X in both arms: X allows 2^31-1 blocks, Y only 65535.
-/// Shared arm: `(M, K/128, 1)`, one CTA per K-group; the kernel reads the group from `blockIdx.y`.
-/// Hopper arm: `(M, Y, 1)` with `Y = clamp(ceil(3072 / M), 1, max(1, ceil(L / 16)))`
-/// (`FP8_QUANT_HOPPER_TARGET_CTAS`, `FP8_QUANT_HOPPER_GROUPS_PER_CTA`; M = 0 counts as 1). The
-/// kernel derives its group span as `ceil(L / gridDim.y)`, so any Y in `1..=L` covers every group
-/// exactly once; the Y extent is a speed choice: few rows get up to one CTA per 16 groups, many rows
-/// one CTA per row, whose 16 slots loop. Y never exceeds 3072, far below the driver's grid-Y
-/// limit (65535), which binds only the shared arm. The grid is arithmetic only: whether it can
-/// launch is `fp8_quant_action`'s answer (M = 0 or K = 0 gives a grid with a 0 extent).
+/// Shared arm: `(M, K/128, 1)`, one CTA per K-group; the kernel reads the row from `blockIdx.x`
+/// (X allows 2^31-1 blocks, Y only 65535) and the group from `blockIdx.y`.
+/// Hopper arm: `(min(ceil(M * L / 16), 2^31-1), 1, 1)`, L = K/128: flat over the M * L groups,
+/// which are contiguous in memory, 16 to a CTA (`FP8_QUANT_HOPPER_GROUPS_PER_CTA`); consecutive CTAs
+/// stream consecutive memory and only the last CTA can have idle slots. The cap never binds for a
+/// tensor that fits in memory; past it the kernel's slots loop (`fp8_quant_hopper_group`). The grid
+/// is arithmetic only: whether it can launch is `fp8_quant_action`'s answer (M = 0 or K = 0 gives a
+/// grid with a 0 extent).
 ///
-/// Inline, and dividing only when rows are split, because `pick_with` runs per launch.
+/// Inline, because `pick_with` runs per launch.
 constexpr std::array<std::uint32_t, 3> fp8_quant_grid(bool hopper, std::uint32_t m, std::uint32_t k) {
   const std::uint32_t groups = k / FP8_QUANT_GROUP;
   if (!hopper) return {m, groups, 1};
-  const std::uint32_t busy_slots_y = groups / FP8_QUANT_HOPPER_GROUPS_PER_CTA + (groups % FP8_QUANT_HOPPER_GROUPS_PER_CTA != 0);
-  if (m >= FP8_QUANT_HOPPER_TARGET_CTAS || busy_slots_y <= 1) return {m, 1, 1};
-  const std::uint32_t rows = m > 0 ? m : 1;
-  const std::uint32_t fill_y = FP8_QUANT_HOPPER_TARGET_CTAS / rows + (FP8_QUANT_HOPPER_TARGET_CTAS % rows != 0);
-  return {m, fill_y < busy_slots_y ? fill_y : busy_slots_y, 1};
+  const std::uint64_t total = std::uint64_t{m} * groups;
+  const std::uint64_t ctas = total / FP8_QUANT_HOPPER_GROUPS_PER_CTA + (total % FP8_QUANT_HOPPER_GROUPS_PER_CTA != 0);
+  return {static_cast<std::uint32_t>(ctas < FP8_QUANT_MAX_GRID_X ? ctas : FP8_QUANT_MAX_GRID_X), 1, 1};
 }
 
 // Why inline: a layer picks per launch, and a call into the library costs as much as the pick.
@@ -218,20 +208,23 @@ inline Fp8QuantPick Fp8ActQuant::pick_with(bool requested, std::uint32_t m, std:
                       action};
 }
 
-/// The half-open K-group range one Hopper CTA owns, computed as the `.cu` computes
-/// `gpc`/`g0`/`g_end`, so host tests can check that the grid's Y extent and the kernel's span
-/// partition the groups. `grid_y` must be at least 1.
-std::pair<std::uint32_t, std::uint32_t> fp8_quant_hopper_span(std::uint32_t groups, std::uint32_t grid_y,
-                                                              std::uint32_t block_y);
+/// The group (index into the M * L row-major groups) that slot `sub` of Hopper CTA `cta` works on
+/// in pass `pass` of a grid of `grid_x` CTAs, as the `.cu` computes it: `(pass * grid_x + cta) * 16
+/// + sub`. The slot stops at the first group >= M * L. Host tests walk it to check that the grid
+/// and the kernel's loop cover every group once.
+constexpr std::uint64_t fp8_quant_hopper_group(std::uint32_t cta, std::uint32_t sub, std::uint32_t grid_x,
+                                               std::uint64_t pass) {
+  return (pass * grid_x + cta) * FP8_QUANT_HOPPER_GROUPS_PER_CTA + sub;
+}
 
-/// The group slot thread `tid` of a Hopper CTA works on, and where the runs of
-/// `FP8_QUANT_HOPPER_RUN` elements it owns start within that 128-element group, as `sub`/`lane` in
-/// the `.cu` (run `w` starts at `(w * 8 + lane) * 8`).
+/// Thread `tid` of a Hopper CTA: its group slot and where its run of `FP8_QUANT_HOPPER_RUN`
+/// contiguous elements starts within the slot's 128-element group, as `sub`/`lane` in the `.cu`.
 struct Fp8HopperLane {
   std::uint32_t sub;
-  std::array<std::uint32_t, FP8_QUANT_GROUP / FP8_QUANT_HOPPER_LANES / FP8_QUANT_HOPPER_RUN> starts;
+  std::uint32_t start;
 };
-/// Nothing when the slot is past the CTA's span.
-std::optional<Fp8HopperLane> fp8_quant_hopper_lane(std::uint32_t tid, std::uint32_t span);
+constexpr Fp8HopperLane fp8_quant_hopper_lane(std::uint32_t tid) {
+  return {tid / FP8_QUANT_HOPPER_LANES, tid % FP8_QUANT_HOPPER_LANES * FP8_QUANT_HOPPER_RUN};
+}
 
 }  // namespace kiln::ops

@@ -14,17 +14,18 @@ namespace kiln::ops {
 /// The twin must fill the device: at least this many of its CTAs per SM, else the shared kernel
 /// (one CTA per group, 16x the CTAs) runs. The floor counts CTAs, not tokens, because the same M
 /// is a different amount of work at a different K.
-/// 2026-12-03: 0.5, down from the original design's 2. The twin's CTAs now cover 16 K-groups, not 8, and
-/// re-measured at the floor's points on the H200 (bench/results/2026-12-03-h200.md, "floor") the
-/// shared kernel wins up to ~51 twin CTAs, the two tie at 64-75 and the twin wins from 100.
-inline constexpr double FP8_QUANT_MIN_CTAS_PER_SM = 0.5;
+/// 2026-12-03: 0.5, down from the original design's 2, when the twin's CTAs came to cover 16 K-groups.
+/// 2026-12-04: 0.45, re-measured for the flat grid at the floor's 24 points on the H200
+/// (bench/results/2026-12-04-h200-bench-gpu-2.log, "floor"): the two tie from 40 to 56 twin CTAs
+/// and the twin is faster from 60 (3-4% at 60 and 63), so the floor is 60 CTAs on 132 SMs.
+inline constexpr double FP8_QUANT_MIN_CTAS_PER_SM = 0.45;
 
 /// Why the twin does not run. Each has a stable text (`to_string`).
 enum class Fp8HopperReject {
   absent,         ///< "kernel absent from this image (hopper family only)"
   not_requested,  ///< "not requested"
   too_few_ctas,   ///< "too few CTAs to fill the device"
-  misaligned,     ///< "pointers not 16-byte aligned for the twin's uint4 loads"
+  misaligned,     ///< "pointers not 16-byte aligned for the twin's uint4 loads and stores"
 };
 inline constexpr std::size_t FP8_HOPPER_REJECT_COUNT = 4;
 
@@ -40,19 +41,14 @@ inline std::uint64_t fp8_quant_min_ctas(std::uint32_t sm_count) {
 /// CTAs of the twin's grid for `(m, k)`: the product of `fp8_quant_grid(true, m, k)`. 64-bit, so
 /// it cannot overflow for any 32-bit `m` and `k`.
 std::uint64_t fp8_quant_hopper_ctas(std::uint32_t m, std::uint32_t k);
-/// The smallest M from which every larger M's twin grid reaches the floor at this K, so with the
-/// lever on and both kernels present every M >= it takes the twin (132 SMs: 22 at K=5120 and 6144,
-/// 17 at K=7168, 8 at K=17408). M - 1 is always below the floor. Not simply the first M that
-/// reaches it: the CTA count is not monotone in M once rows stop being split (at 3072 rows it
-/// falls from up to 6142 to 3072), so past a floor of 3072 CTAs the first M to reach the floor
-/// can be followed by M that do not. The result may pass 2^31-1 (no launchable M reaches a floor
-/// that high).
+/// The smallest M whose twin grid reaches the floor at this K; the CTA count never falls as M grows,
+/// so with the lever on and both kernels present every M >= it takes the twin and M - 1 does not
+/// (132 SMs: 24 at K=5120, 20 at K=6144, 17 at K=7168, 7 at K=17408). 2^32 - 1 when no M reaches
+/// the floor (K < 128); the result may pass 2^31-1 (no launchable M reaches a floor that high).
 std::uint32_t fp8_quant_hopper_min_m(std::uint32_t k, std::uint32_t sm_count);
 
 /// The twin's grid for `(m, k)` against the floor, every number taken from that grid:
-/// "twin grid (21, 3, 1) = 63 CTAs of up to 14 K-groups each, floor 66 = ceil(0.5 x 132 SMs)".
-/// A CTA covers ceil(L / Y) groups (the last one may cover fewer), which is 16 only where 16
-/// divides L and rows are split as far as they go.
+/// "twin grid (56, 1, 1) = 56 CTAs for 896 K-groups (16 per CTA), floor 60 = ceil(0.45 x 132 SMs)".
 std::string fp8_quant_hopper_grid_text(std::uint32_t m, std::uint32_t k, std::uint32_t sm_count);
 /// `reason` as kiln logs and prints it: `to_string(reason)`, and for too_few_ctas the numbers
 /// behind it in parentheses (`fp8_quant_hopper_grid_text`).
