@@ -66,10 +66,13 @@ TEST_CASE("check names the argument, what was expected and the valid range") {
   args.x = address(0x10008);
   CHECK(error_of([&] { GroupQuant::check(v, args); }) == "invalid argument 'x': expected 16-byte alignment, got address 65544");
   args = args_for(4, 128);
+  args.q = address(0x20008);
+  CHECK(error_of([&] { GroupQuant::check(v, args); }) == "invalid argument 'q': expected 16-byte alignment, got address 131080");
+  v.input = QuantInput::fp32;  // fp32 input writes 8-byte runs of q
+  CHECK_NOTHROW(GroupQuant::check(v, args));
   args.q = address(0x20004);
   CHECK(error_of([&] { GroupQuant::check(v, args); }) == "invalid argument 'q': expected 8-byte alignment, got address 131076");
-  v.input = QuantInput::fp32;  // fp32 input writes 4-byte runs of q
-  CHECK_NOTHROW(GroupQuant::check(v, args));
+  args.q = address(0x20008);
   args.scales = nullptr;
   CHECK(error_of([&] { GroupQuant::check(v, args); }) == "invalid argument 'scales': expected a device pointer, got null");
   // An empty shape needs no pointers.
@@ -95,7 +98,7 @@ TEST_CASE("the family grid covers every group, and the packed layout's padding w
   QuantVariant small{};
   small.group = 32;  // 2 lanes: 128 groups per CTA
   CHECK(GroupQuant::groups_per_cta(small) == 128);
-  // Two lanes per group, row-major scales: two groups per slot with SiLU too (measured faster).
+  // Two lanes per group: two groups per slot with SiLU too (measured faster, but for packed scales).
   small.silu_and_mul = true;
   CHECK(GroupQuant::items_per_slot(small) == 2);
   CHECK(GroupQuant::grid(small, 32768, 2048) == std::array<std::uint32_t, 3>{8192, 1, 1});  // 64 groups a row
@@ -108,6 +111,9 @@ TEST_CASE("the family grid covers every group, and the packed layout's padding w
   CHECK(GroupQuant::items_per_slot(small) == 1);
   small.group = 32;
   small.scales = QuantScales::column_major;
+  CHECK(GroupQuant::items_per_slot(small) == 2);
+  small.scales = QuantScales::ue8m0_packed;  // measured slower with two: one, as at four lanes
+  small.ue8m0 = true;
   CHECK(GroupQuant::items_per_slot(small) == 1);
   QuantVariant wide{};
   wide.input = QuantInput::fp32;  // 8 elements per thread: 16 lanes per 128-group
@@ -124,7 +130,9 @@ TEST_CASE("the family grid covers every group, and the packed layout's padding w
   CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{7 * 2, 1, 1});
   column.scales = QuantScales::column_major_tma;  // padding rows are not the kernel's to write
   CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{7 * 2, 1, 1});
-  column.silu_and_mul = true;  // one item per slot: tiles of 8 rows
+  column.silu_and_mul = true;  // two lanes a group: still two items per slot, tiles of 16 rows
+  CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{7 * 2, 1, 1});
+  column.group = 64;  // four lanes with SiLU: one item per slot, tiles of 8 rows x 8 groups
   CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{13 * 2, 1, 1});
 }
 

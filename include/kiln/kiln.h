@@ -46,7 +46,7 @@ typedef int32_t kiln_status;
 #define KILN_FP8_REJECT_ABSENT 1         /**< the twin is not in this device's image */
 #define KILN_FP8_REJECT_NOT_REQUESTED 2  /**< KILN_FP8_ACT_QUANT_HOPPER=0 (or the lever passed) */
 #define KILN_FP8_REJECT_TOO_FEW_CTAS 3   /**< too few CTAs to fill the device */
-#define KILN_FP8_REJECT_MISALIGNED 4     /**< x not 16-byte or q not 8-byte aligned */
+#define KILN_FP8_REJECT_MISALIGNED 4     /**< x or q not 16-byte aligned */
 
 /** The lever values kiln_fp8_act_quant_plan() takes. */
 #define KILN_FP8_LEVER_PROCESS (-1) /**< the process's KILN_FP8_ACT_QUANT_HOPPER (default on) */
@@ -216,7 +216,7 @@ kiln_status kiln_fp8_act_quant_plan(uint32_t m, uint32_t k, uint32_t sm_count, i
  * elements, absmax/448), on `stream` (a CUstream or cudaStream_t of this device; NULL: the legacy
  * default stream). Asynchronous: the caller synchronizes the stream before reading outputs or
  * freeing inputs. `x`, `q`, `scales` are device pointers the caller owns (x 2-byte and scales
- * 4-byte aligned; x 16-byte and q 8-byte aligned lets the Hopper twin run). `m == 0` or `k == 0`
+ * 4-byte aligned; x and q 16-byte aligned lets the Hopper twin run). `m == 0` or `k == 0`
  * launches nothing. `out` may be NULL; otherwise (`struct_size` set) it receives the pick used.
  * KILN_ERROR_INVALID_ARGUMENT for NULL or misaligned pointers, `k` not a multiple of 128 and
  * shapes past the grid limits; KILN_ERROR_UNAVAILABLE when the device has no quantizer;
@@ -284,7 +284,7 @@ kiln_status kiln_quant_prepare(kiln_service* service, const kiln_quant_params* p
  * codes `q[m, k]` and `scales` (kiln_quant_scales_bytes() bytes, the layout of `params->scales`)
  * with the variant `params` names, on `stream` (a CUstream of this device; NULL: the legacy default
  * stream). Asynchronous. Device pointers: `x` 16-byte aligned (row stride bytes a multiple of 16),
- * `q` 8-byte (4-byte for fp32 input), `scales` 4-byte. `m == 0` or `k == 0` launches nothing.
+ * `q` 16-byte (8-byte for fp32 input), `scales` 4-byte. `m == 0` or `k == 0` launches nothing.
  * The first call of a variant on a device compiles or loads that variant's module only.
  * KILN_ERROR_INVALID_ARGUMENT (naming the argument, what was expected and the range) for
  * impossible variants, bad shapes, strides and pointers; KILN_ERROR_UNAVAILABLE when the device

@@ -11,8 +11,8 @@
 //   KILN_Q_UE8M0   1: scales rounded up to a power of two
 //   KILN_Q_SILU    1: x is [M, 2K]; quantize silu(x[:, :K]) * x[:, K:]
 //
-// Geometry: 256-thread CTAs on a 1-D grid; each group has LANES threads and each thread loads two
-// 16-byte vectors of every operand, so a group's lanes read contiguous 16 * LANES-byte runs. With
+// Geometry: 256-thread CTAs on a 1-D grid; each group has LANES threads and each thread owns EPT
+// contiguous elements (two adjacent 16-byte loads of every operand, one store of their codes). With
 // row-major scales the grid is flat over every (row, group) pair, groups fastest, so consecutive
 // CTAs stream consecutive memory. With column-major scales a CTA takes a tile of 8 rows by
 // TILE_GROUPS groups, rows fastest, so its scale stores fill whole 32-byte sectors of a scale column
@@ -21,7 +21,7 @@
 // the shared kernel's (fp8_e4m3.cuh) plus quant_numerics.cuh; the host reference compiles both.
 //
 // Needs x 16-byte aligned with a row stride (in elements) whose bytes are a multiple of 16, q
-// aligned to VEC_OUT bytes (8 for 16-bit input, 4 for fp32) and scales 4-byte aligned
+// aligned to EPT bytes (16 for 16-bit input, 8 for fp32) and scales 4-byte aligned
 // (kiln::ops::GroupQuant checks this before launching).
 #include "quant_numerics.cuh"
 #include "grid_dependency.cuh"
@@ -51,30 +51,37 @@ constexpr unsigned TILE_GROUPS = GROUPS_PER_CTA / TILE_ROWS;
 // slot with all four loads issued first took 85% of the copy ceiling to 90% (row-major scales),
 // 81% to 86% (column-major, group 32) and 73% to 87% (packed UE8M0); the fused SiLU, bound by its
 // arithmetic, lost 5% with two and gained 2-9% from eight resident CTAs (32 registers) instead.
-// Except with two lanes per group (16-bit input, group 32) and row-major scales: there eight CTAs
-// gave 55-56% and two groups per slot with four CTAs 75-80% (2026-12-04-h200-geometry-silu32.log).
-// bench/family_geometry.sh overrides both.
-#define KILN_Q_TWO_LANE_ROW_SILU (KILN_Q_SILU && KILN_Q_GROUP == 32 && KILN_Q_IN != 2 && KILN_Q_SCALES == 0)
+// Except with two lanes per group (16-bit input, group 32): there, with row-major scales, eight
+// CTAs gave 55-56% and two groups per slot with four CTAs 75-80%
+// (2026-12-04-h200-geometry-silu32.log); with column-major scales 74-77% and 79-82%
+// (2026-12-04-h200-family-access.log). Not with packed UE8M0 scales: 79% went to 77% there
+// (2026-12-04-h200-bench-gpu-2.log, 32768 x 7168). bench/family_geometry.sh overrides both.
+#define KILN_Q_TWO_LANE_SILU (KILN_Q_SILU && KILN_Q_GROUP == 32 && KILN_Q_IN != 2 && KILN_Q_SCALES != 3)
 #ifndef KILN_Q_ITEMS
-#define KILN_Q_ITEMS (KILN_Q_SILU && !KILN_Q_TWO_LANE_ROW_SILU ? 1 : 2)
+#define KILN_Q_ITEMS (KILN_Q_SILU && !KILN_Q_TWO_LANE_SILU ? 1 : 2)
 #endif
 #ifndef KILN_Q_MIN_CTAS
 // Why only where 8 x 256 threads fit on an SM (sm_80, sm_90 and later); elsewhere ptxas warns and
 // ignores it.
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 800 || __CUDA_ARCH__ >= 900)
-#define KILN_Q_MIN_CTAS (KILN_Q_TWO_LANE_ROW_SILU ? 4 : KILN_Q_SILU ? 8 : 1)
+#define KILN_Q_MIN_CTAS (KILN_Q_TWO_LANE_SILU ? 4 : KILN_Q_SILU ? 8 : 1)
 #else
 #define KILN_Q_MIN_CTAS 1
 #endif
 #endif
 constexpr unsigned ITEMS = KILN_Q_ITEMS;
+// Lane `lane` owns elements [lane * EPT, lane * EPT + EPT) of its group and stores their codes at
+// once (SGLang's mapping), with loads that allocate in L1 (load_stream). Against each load
+// instruction reading a contiguous 16 * LANES-byte run with L1::no_allocate, this took bf16 row-major
+// group 128 from 90% to 92% of the copy ceiling, column-major group 32 from 87% to 91% and packed
+// UE8M0 from 86% to 89% (32768 x 7168, 2026-12-04-h200-family-access.log; the same hashes); the
+// SiLU variants stayed within -3..+2%.
+__device__ __forceinline__ unsigned element_of(unsigned w, unsigned lane) { return (lane * VECS + w) * VEC; }
 constexpr unsigned LOADS = VECS * (1 + KILN_Q_SILU);  // 16-byte loads per thread per group
 
 __device__ __forceinline__ uint4 load_stream(const void* p) {
   uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
+  asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
 
@@ -192,16 +199,12 @@ __device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], unsigne
 #else
   kiln::fp8::e4m3x2_group<EPT / 2>(f, divisor, pairs);
 #endif
-  unsigned char* q_group = q + (row * groups + g) * GROUP;
-#pragma unroll
-  for (unsigned w = 0; w < VECS; ++w) {
-    const unsigned* p = pairs + w * VEC / 2;
-    unsigned char* out = q_group + (w * LANES + lane) * VEC;
-    if constexpr (VEC == 8) {
-      *reinterpret_cast<uint2*>(out) = make_uint2(p[0] | (p[1] << 16), p[2] | (p[3] << 16));
-    } else {
-      *reinterpret_cast<unsigned*>(out) = p[0] | (p[1] << 16);
-    }
+  unsigned char* q_group = q + (row * groups + g) * GROUP + lane * EPT;
+  if constexpr (VEC == 8) {
+    *reinterpret_cast<uint4*>(q_group) =
+        make_uint4(pairs[0] | (pairs[1] << 16), pairs[2] | (pairs[3] << 16), pairs[4] | (pairs[5] << 16), pairs[6] | (pairs[7] << 16));
+  } else {
+    *reinterpret_cast<uint2*>(q_group) = make_uint2(pairs[0] | (pairs[1] << 16), pairs[2] | (pairs[3] << 16));
   }
 
   if (lane != 0) return;
@@ -240,7 +243,7 @@ extern "C" __global__ __launch_bounds__(THREADS, KILN_Q_MIN_CTAS) void per_token
     const char* x_group = static_cast<const char*>(x) + (row[i] * row_stride + static_cast<unsigned long long>(g[i]) * GROUP) * IN_BYTES;
 #pragma unroll
     for (unsigned w = 0; w < VECS; ++w) {
-      const unsigned at = (w * LANES + lane) * VEC;
+      const unsigned at = element_of(w, lane);
 #if KILN_Q_SILU
       in[i][2 * w] = load_stream(x_group + at * IN_BYTES);
       // Why k elements on: the row is [gate, up], each k wide.

@@ -104,10 +104,10 @@ std::uint32_t GroupQuant::groups_per_cta(const QuantVariant& variant) {
 }
 
 std::uint32_t GroupQuant::items_per_slot(const QuantVariant& variant) {
-  // The kernel's KILN_Q_ITEMS: with SiLU one group per slot, except where a group has two lanes and
-  // the scales are row-major (KILN_Q_TWO_LANE_ROW_SILU).
+  // The kernel's KILN_Q_ITEMS: with SiLU one group per slot, except where a group has two lanes
+  // and the scales are not packed (KILN_Q_TWO_LANE_SILU).
   const bool two_lanes = FAMILY_THREADS / groups_per_cta(variant) == 2;
-  return variant.silu_and_mul && !(two_lanes && variant.scales == QuantScales::row_major) ? 1 : 2;
+  return variant.silu_and_mul && !(two_lanes && variant.scales != QuantScales::ue8m0_packed) ? 1 : 2;
 }
 
 std::array<std::uint32_t, 3> GroupQuant::grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k) {
@@ -149,7 +149,8 @@ void GroupQuant::check(const QuantVariant& variant, const QuantArgs& args) {
   if (grid(variant, args.m, args.k)[0] > MAX_GRID_X || args.k / variant.group > std::numeric_limits<std::uint32_t>::max())
     throw_invalid_argument("m", "m * k / group within the flat grid (2^31-1 CTAs)", std::to_string(args.m));
   require_pointer("x", args.x, 16);
-  require_pointer("q", args.q, variant.input == QuantInput::fp32 ? 4 : 8);
+  // Why: each thread of the family kernel stores its 16 (fp32 input: 8) codes at once.
+  require_pointer("q", args.q, variant.input == QuantInput::fp32 ? 8 : 16);
   require_pointer("scales", args.scales, 4);
 }
 

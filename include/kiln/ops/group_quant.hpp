@@ -69,7 +69,7 @@ struct QuantVariant {
 /// One call's tensors. All pointers are device pointers of the service's device.
 struct QuantArgs {
   const void* x = nullptr;   ///< [m, x_row_stride] elements of the input type, 16-byte aligned
-  void* q = nullptr;         ///< [m, k] codes (1 byte each), dense
+  void* q = nullptr;         ///< [m, k] codes (1 byte each), dense, 16-byte aligned (fp32 input: 8)
   void* scales = nullptr;    ///< per QuantScales, 4-byte aligned
   std::uint64_t m = 0;       ///< rows (tokens)
   std::uint64_t k = 0;       ///< output columns: a multiple of the group
