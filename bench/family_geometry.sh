@@ -52,6 +52,13 @@ configs=(
   "silu128_i1_occ4:$(family 0 128 0 0 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=4"
   "row32_i2:$(family 0 32 0 0 0 0) -DKILN_Q_ITEMS=2"
   "row32_i2_nogd:$(family 0 32 0 0 0 0) -DKILN_Q_ITEMS=2 -DKILN_NO_GRID_DEPENDENCY"
+  # With the L1-allocating loads (2026-12-04), the twin's trade (one group, full occupancy) again.
+  "row32_i1_occ8:$(family 0 32 0 0 0 0) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
+  "col128_i1_occ8:$(family 0 128 0 1 0 0) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
+  "packed32_i1_occ8:$(family 0 32 0 3 1 0) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
+  "int8row128_i1_occ8:$(family 0 128 1 0 0 0) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
+  "fp32row128_i2:$(family 2 128 0 0 0 0) -DKILN_Q_ITEMS=2"
+  "fp32row128_i1_occ8:$(family 2 128 0 0 0 0) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
 )
 # FAMILY_GEOMETRY_ONLY: an extended regular expression; only the configurations it matches.
 if [ -n "${FAMILY_GEOMETRY_ONLY:-}" ]; then

@@ -304,15 +304,15 @@ TEST_CASE("C ABI: the plan is Fp8ActQuant::pick_with for any device, lever and s
 
 TEST_CASE("C ABI: the plan's verdicts on an H200 and their texts") {
   kiln_fp8_pick pick = sized<kiln_fp8_pick>();
-  REQUIRE(kiln_fp8_act_quant_plan(24, 5120, 132, 1, KILN_FP8_LEVER_ON, &pick) == KILN_OK);
+  REQUIRE(kiln_fp8_act_quant_plan(16, 5120, 132, 1, KILN_FP8_LEVER_ON, &pick) == KILN_OK);
   CHECK(pick.twin == 1);
   CHECK(pick.reject == KILN_FP8_REJECT_NONE);
   CHECK(std::string(pick.entry) == "per_token_group_quant_fp8_hopper");
   CHECK(std::string(pick.reason).empty());
-  CHECK(pick.grid[0] == 60);  // 24 * 40 / 16
+  CHECK(pick.grid[0] == 40);  // 16 * 40 / 16
   CHECK(pick.grid[1] == 1);
 
-  REQUIRE(kiln_fp8_act_quant_plan(23, 5120, 132, 1, KILN_FP8_LEVER_ON, &pick) == KILN_OK);
+  REQUIRE(kiln_fp8_act_quant_plan(15, 5120, 132, 1, KILN_FP8_LEVER_ON, &pick) == KILN_OK);
   CHECK(pick.twin == 0);
   CHECK(pick.reject == KILN_FP8_REJECT_TOO_FEW_CTAS);
   CHECK(std::string(pick.entry) == "per_token_group_quant_fp8");

@@ -273,9 +273,9 @@ TEST_CASE("PDL: the call's option and the process's KILN_PDL reach the backend, 
   void* x = address(0x10000);
   void* q = address(0x20000);
   auto* scales = static_cast<float*>(address(0x30000));
-  quant.launch(gpu, x, q, scales, 16, 7168, nullptr);
-  quant.launch(gpu, x, q, scales, 16, 7168, nullptr, LaunchOptions{true});
-  quant.launch_with(false, gpu, x, q, scales, 16, 7168, nullptr, LaunchOptions{true});
+  quant.launch(gpu, x, q, scales, 8, 7168, nullptr);
+  quant.launch(gpu, x, q, scales, 8, 7168, nullptr, LaunchOptions{true});
+  quant.launch_with(false, gpu, x, q, scales, 8, 7168, nullptr, LaunchOptions{true});
 
   // The family's entry point, seed variant: its launch goes through the same Fp8ActQuant.
   const GroupQuant family = GroupQuant::resolve_with(gpu, QuantVariant{}, quant);
@@ -283,14 +283,14 @@ TEST_CASE("PDL: the call's option and the process's KILN_PDL reach the backend, 
   args.x = x;
   args.q = q;
   args.scales = scales;
-  args.m = 16;
+  args.m = 8;
   args.k = 7168;
   family.launch(gpu, args);
   args.options.programmatic_dependent = true;
   family.launch(gpu, args);
 
   REQUIRE(gpu.launches.size() == 5);
-  // M = 16 picks the shared kernel: with PDL it runs as its PDL entry, without as the plain one.
+  // M = 8 picks the shared kernel (28 twin CTAs): with PDL it runs as its PDL entry, without as the plain one.
   CHECK(gpu.launches[0].options.programmatic_dependent == process_pdl);
   CHECK(gpu.launches[0].kernel == (process_pdl ? SHARED_PDL : SHARED));
   CHECK(gpu.launches[1].options.programmatic_dependent);
@@ -310,7 +310,7 @@ TEST_CASE("PDL: the twin keeps its one entry; a shared kernel without its PDL en
   const Fp8ActQuant with_pdl_entry(SHARED, HOPPER, 132, SHARED_PDL);
   with_pdl_entry.launch_with(true, gpu, x, q, scales, 4096, 7168, nullptr, LaunchOptions{true});
   const Fp8ActQuant without_pdl_entry(SHARED, HOPPER, 132);
-  without_pdl_entry.launch_with(true, gpu, x, q, scales, 16, 7168, nullptr, LaunchOptions{true});
+  without_pdl_entry.launch_with(true, gpu, x, q, scales, 8, 7168, nullptr, LaunchOptions{true});
 
   REQUIRE(gpu.launches.size() == 2);
   CHECK(gpu.launches[0].kernel == HOPPER);

@@ -70,7 +70,7 @@ TEST_CASE("the largest shapes: each arm's exact kernel and grid, or launch's ref
   const Fp8QuantAction launch = Fp8QuantAction::launch;
   const Fp8QuantAction too_wide = Fp8QuantAction::k_past_grid_y;
   const Expect expected[] = {
-      // Lever on. One row is 1 twin CTA at K = 128 (below the floor of 60): the shared kernel.
+      // Lever on. One row is 1 twin CTA at K = 128 (below the floor of 40): the shared kernel.
       {true, 1, 128, launch, SHARED, {1, 1, 1}},
       // The twin's grid is flat: ceil(M * L / 16) CTAs, capped at grid X's 2^31-1.
       {true, 1, 128u * 65535, launch, HOPPER, {4096, 1, 1}},
@@ -127,8 +127,8 @@ TEST_CASE("sm_count at its limits: 0 and UINT32_MAX pick without overflow") {
     CHECK(pick.kernel == HOPPER);
     CHECK(pick.grid == std::array<std::uint32_t, 3>{0x7FFFFFFF, 1, 1});
   }
-  // UINT32_MAX SMs: a floor of ceil(0.45 x (2^32 - 1)) CTAs, which only a capped twin grid reaches.
-  CHECK(fp8_quant_min_ctas(U32_MAX) == 1932735283u);
+  // UINT32_MAX SMs: a floor of ceil(0.3 x (2^32 - 1)) CTAs, which only a huge twin grid reaches.
+  CHECK(fp8_quant_min_ctas(U32_MAX) == 1288490189u);
   CHECK(quant.pick_with(true, 0x7FFFFFFF, K_MAX, U32_MAX).twin);
   // One row at K_MAX is 2097152 twin CTAs, below it: the shared kernel is chosen, and it would need
   // more than 65535 CTAs on Y: refused, the reason kept.

@@ -33,7 +33,7 @@ def twin_grid(m, k):
 
 
 def floor_of(sm):
-    return ceil_div(45 * sm, 100)  # ceil(0.45 x sm), in integers
+    return ceil_div(3 * sm, 10)  # ceil(0.3 x sm), in integers
 
 
 def test_refusals(kiln):

@@ -211,7 +211,7 @@ void floor_table(const BenchPlan& plan, GpuSession& gpu, Report& report) {
                  arm_name(pair.pick_twin), yes_no(pair.agree())},
                 std::move(record));
     }
-  table.notes.push_back("the floor: " + fixed(ops::FP8_QUANT_MIN_CTAS_PER_SM, 1) + " twin CTAs per SM x " +
+  table.notes.push_back("the floor: " + fixed(ops::FP8_QUANT_MIN_CTAS_PER_SM, 2) + " twin CTAs per SM x " +
                         std::to_string(gpu.backend().device().sm_count) +
                         " SMs = " + std::to_string(ops::fp8_quant_min_ctas(gpu.backend().device().sm_count)) + " CTAs");
   report.add(std::move(table));

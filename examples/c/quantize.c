@@ -52,10 +52,10 @@ static void cpu_part(kiln_service* service, kiln_device_info* info) {
   CHECK(kiln_fp8_act_quant_pick(service, 4096, 7168, &pick));
   print_pick("pick m=4096 k=7168 here", &pick);
   expect(pick.grid[0] == (pick.twin ? 4096 * 56 / 16 : 4096), "the pick's grid is its kernel's (twin: 16 groups a CTA)");
-  CHECK(kiln_fp8_act_quant_plan(24, 5120, 132, 1, KILN_FP8_LEVER_ON, &pick));
-  print_pick("plan m=24 k=5120 on 132 SMs", &pick);
-  expect(pick.twin == 1 && pick.grid[0] == 60, "the twin fills an H200 at m=24, k=5120");
-  CHECK(kiln_fp8_act_quant_plan(23, 5120, 132, 1, KILN_FP8_LEVER_ON, &pick));
+  CHECK(kiln_fp8_act_quant_plan(16, 5120, 132, 1, KILN_FP8_LEVER_ON, &pick));
+  print_pick("plan m=16 k=5120 on 132 SMs", &pick);
+  expect(pick.twin == 1 && pick.grid[0] == 40, "the twin fills an H200 at m=16, k=5120");
+  CHECK(kiln_fp8_act_quant_plan(15, 5120, 132, 1, KILN_FP8_LEVER_ON, &pick));
   expect(pick.reject == KILN_FP8_REJECT_TOO_FEW_CTAS, "one row fewer is too few CTAs for the twin");
 
   expect(kiln_fp8_act_quant_pick(service, 1, 100, &pick) == KILN_ERROR_INVALID_ARGUMENT, "k=100 is refused");

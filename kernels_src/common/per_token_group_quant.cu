@@ -55,16 +55,23 @@ constexpr unsigned TILE_GROUPS = GROUPS_PER_CTA / TILE_ROWS;
 // CTAs gave 55-56% and two groups per slot with four CTAs 75-80%
 // (2026-12-04-h200-geometry-silu32.log); with column-major scales 74-77% and 79-82%
 // (2026-12-04-h200-family-access.log). Not with packed UE8M0 scales: 79% went to 77% there
-// (2026-12-04-h200-bench-gpu-2.log, 32768 x 7168). bench/family_geometry.sh overrides both.
+// (2026-12-04-h200-bench-gpu-2.log, 32768 x 7168). Once the loads allocated in L1 (load_stream),
+// 16-bit input to e4m3 with fp32 column-major scales and no SiLU went the other way: one group and
+// eight CTAs took group 32 from 90% to 96% and group 128 from 93% to 96%, while row-major layouts
+// and int8 stayed level or lost and packed gained 1% (2026-12-04-h200-family-occupancy.log; int8 and
+// packed variants also spill at 32 registers); in kiln bench the 16-bit variants gained 3-6 points
+// and fp32 input lost 1-9 (2026-12-04-h200-bench-gpu-4.log). bench/family_geometry.sh overrides both.
 #define KILN_Q_TWO_LANE_SILU (KILN_Q_SILU && KILN_Q_GROUP == 32 && KILN_Q_IN != 2 && KILN_Q_SCALES != 3)
+#define KILN_Q_ONE_GROUP_EIGHT_CTAS \
+  (KILN_Q_SILU ? !KILN_Q_TWO_LANE_SILU : KILN_Q_IN != 2 && KILN_Q_OUT == 0 && (KILN_Q_SCALES == 1 || KILN_Q_SCALES == 2))
 #ifndef KILN_Q_ITEMS
-#define KILN_Q_ITEMS (KILN_Q_SILU && !KILN_Q_TWO_LANE_SILU ? 1 : 2)
+#define KILN_Q_ITEMS (KILN_Q_ONE_GROUP_EIGHT_CTAS ? 1 : 2)
 #endif
 #ifndef KILN_Q_MIN_CTAS
 // Why only where 8 x 256 threads fit on an SM (sm_80, sm_90 and later); elsewhere ptxas warns and
 // ignores it.
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 800 || __CUDA_ARCH__ >= 900)
-#define KILN_Q_MIN_CTAS (KILN_Q_TWO_LANE_SILU ? 4 : KILN_Q_SILU ? 8 : 1)
+#define KILN_Q_MIN_CTAS (KILN_Q_TWO_LANE_SILU ? 4 : KILN_Q_ONE_GROUP_EIGHT_CTAS ? 8 : 1)
 #else
 #define KILN_Q_MIN_CTAS 1
 #endif

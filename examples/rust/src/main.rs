@@ -29,10 +29,10 @@ fn cpu_part(service: &kiln::Service) -> Result<kiln::DeviceInfo, String> {
     println!("pick m=4096 k=7168 here: {pick}");
     let expected_x = if pick.twin { 4096 * 56 / 16 } else { 4096 };
     expect(pick.grid[0] == expected_x, "the pick's grid is its kernel's (twin: 16 groups a CTA)")?;
-    let plan = kiln::plan(24, 5120, 132, true, kiln::LEVER_ON).map_err(|e| e.to_string())?;
-    println!("plan m=24 k=5120 on 132 SMs: {plan}");
-    expect(plan.twin && plan.grid[0] == 60, "the twin fills an H200 at m=24, k=5120")?;
-    let fewer = kiln::plan(23, 5120, 132, true, kiln::LEVER_ON).map_err(|e| e.to_string())?;
+    let plan = kiln::plan(16, 5120, 132, true, kiln::LEVER_ON).map_err(|e| e.to_string())?;
+    println!("plan m=16 k=5120 on 132 SMs: {plan}");
+    expect(plan.twin && plan.grid[0] == 40, "the twin fills an H200 at m=16, k=5120")?;
+    let fewer = kiln::plan(15, 5120, 132, true, kiln::LEVER_ON).map_err(|e| e.to_string())?;
     expect(fewer.reject == kiln::REJECT_TOO_FEW_CTAS, "one row fewer is too few CTAs for the twin")?;
 
     match service.pick(1, 100) {
