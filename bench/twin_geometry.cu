@@ -80,6 +80,17 @@ __device__ __forceinline__ void store_as(unsigned char* p, unsigned a, unsigned 
 // The 2026-12-03 twin's mapping: lane `lane`'s vector `w` starts at element (w * 8 + lane) * 8.
 constexpr unsigned HQ_VEC_STRIDE = HQ_LANES * HQ_VEC;
 
+// The 2026-12-03 twin's row grid (M, Y): CTA blockIdx.y of a row owns groups [g0, g_end) of its
+// `groups`, ceil(groups / Y) of them.
+struct RowSpan {
+  unsigned g0, g_end;
+};
+__device__ __forceinline__ RowSpan row_span(unsigned groups) {
+  const unsigned gpc = groups / gridDim.y + (groups % gridDim.y != 0);
+  const unsigned g0 = blockIdx.y * gpc;
+  return {g0, min(g0 + gpc, groups)};
+}
+
 template <int LANES, int THREADS, int UNROLL, int DIV, int PIPE>
 __global__ __launch_bounds__(THREADS) void twin(const unsigned short* __restrict__ x, unsigned char* __restrict__ q,
                                                 float* __restrict__ scales, unsigned k) {
@@ -89,9 +100,7 @@ __global__ __launch_bounds__(THREADS) void twin(const unsigned short* __restrict
   const unsigned sub = threadIdx.x / LANES;
   const unsigned lane = threadIdx.x % LANES;
   const unsigned groups = k / 128;
-  const unsigned gpc = groups / gridDim.y + (groups % gridDim.y != 0);
-  const unsigned g0 = blockIdx.y * gpc;
-  const unsigned g_end = min(g0 + gpc, groups);
+  const auto [g0, g_end] = row_span(groups);
   const unsigned mask = LANES == 32 ? 0xffffffffu : (((1u << LANES) - 1u) << ((threadIdx.x & 31u) & ~(LANES - 1u)));
   const size_t row = blockIdx.x;
   const unsigned short* xs = x + row * k + lane * 8;
@@ -222,9 +231,7 @@ __global__ __launch_bounds__(HQ_THREADS) void twin_as(const unsigned short* __re
   const unsigned sub = threadIdx.x / HQ_LANES;
   const unsigned lane = threadIdx.x % HQ_LANES;
   const unsigned groups = k / 128;
-  const unsigned gpc = groups / gridDim.y + (groups % gridDim.y != 0);
-  const unsigned g0 = blockIdx.y * gpc;
-  const unsigned g_end = min(g0 + gpc, groups);
+  const auto [g0, g_end] = row_span(groups);
   const unsigned mask = 0xffu << (threadIdx.x & 24u);
   const size_t row = blockIdx.x;
   for (unsigned g = g0 + sub; g < g_end; g += HQ_GROUPS_PER_CTA) {
