@@ -285,29 +285,32 @@ __global__ void exhaustive_div(unsigned long long* mismatches, unsigned* first_b
   if (bad) atomicAdd(mismatches, bad);
 }
 
-// The fused SiLU's two shortcuts, over their whole domains: kiln::quant::reciprocal_of_normal
-// against __frcp_rn for every float d in [1, 2^126); and for every float x in [-87, 87], the
-// 1.5 * 2^23 rounding in exp_within_87 against rintf: the same n and the same 2^n bits as an integer
-// conversion gives (the rest of the function is the same arithmetic either way).
+// The fused SiLU's two shortcuts, over their whole domains: kiln::quant::reciprocal_flushed
+// against __frcp_rn flushed to zero below 2^-126 (what the CPU reference computes) for every float
+// d in [1, 2^127); and for every float t in [-87, 88], the 1.5 * 2^23 rounding in one_plus_exp
+// gives an integer n within -126..127 whose 2^n bits the integer trick reproduces (the rest of
+// the function is the same arithmetic on both sides).
 __global__ void exhaustive_silu_parts(unsigned long long* mismatches, unsigned* first_bad) {
-  constexpr unsigned long long RECIPROCALS = 0x7e800000ull - 0x3f800000ull;
-  constexpr unsigned long long EXPONENTS = 0x42ae0001ull;  // bit patterns 0 .. 87.0f, each sign
+  constexpr unsigned long long RECIPROCALS = 0x7f000000ull - 0x3f800000ull;
+  constexpr unsigned long long NEGATIVE = 0x42ae0001ull;  // bit patterns of 0 .. 87.0f, negated
+  constexpr unsigned long long POSITIVE = 0x42b00001ull;  // bit patterns of 0 .. 88.0f
   const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
   unsigned long long bad = 0;
-  for (unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x; i < RECIPROCALS + 2 * EXPONENTS; i += stride) {
+  for (unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x; i < RECIPROCALS + NEGATIVE + POSITIVE; i += stride) {
     bool same;
     unsigned bits;
     if (i < RECIPROCALS) {
       bits = 0x3f800000u + static_cast<unsigned>(i);
       const float d = __uint_as_float(bits);
-      same = __float_as_uint(kiln::quant::reciprocal_of_normal(d)) == __float_as_uint(__frcp_rn(d));
+      const float exact = __frcp_rn(d);
+      const float flushed = exact < kiln::quant::SMALLEST_NORMAL ? 0.0f : exact;
+      same = __float_as_uint(kiln::quant::reciprocal_flushed(d)) == __float_as_uint(flushed);
     } else {
       const unsigned long long e = i - RECIPROCALS;
-      bits = e < EXPONENTS ? static_cast<unsigned>(e) : 0x80000000u | static_cast<unsigned>(e - EXPONENTS);
-      const float scaled = __fmul_rn(__uint_as_float(bits), 1.44269502162933349609375f);
-      const float shifted = __fadd_rn(scaled, 12582912.0f);
-      const float n = rintf(scaled);
-      same = __fadd_rn(shifted, -12582912.0f) == n &&
+      bits = e < POSITIVE ? static_cast<unsigned>(e) : 0x80000000u | static_cast<unsigned>(e - POSITIVE);
+      const float shifted = __fmaf_rn(__uint_as_float(bits), 1.44269502162933349609375f, 12582912.0f);
+      const float n = __fadd_rn(shifted, -12582912.0f);
+      same = n == rintf(n) && n >= -126.0f && n <= 127.0f &&
              ((__float_as_uint(shifted) - 0x4b400000u + 127u) << 23) == (static_cast<unsigned>(static_cast<int>(n) + 127) << 23);
     }
     if (!same) {
@@ -476,7 +479,7 @@ int main(int argc, char** argv) {
   if (!flat_mode) {
     unsigned long long bad = exhaustive("(absmax, x) bf16 pairs, e4m3 codes by reciprocal against __fdiv_rn",
                                         [](unsigned long long* b, unsigned* f) { exhaustive_div<<<0x7f81, 256>>>(b, f); });
-    bad += exhaustive("SiLU parts (reciprocal_of_normal against __frcp_rn; 1.5 * 2^23 rounding against rintf)",
+    bad += exhaustive("SiLU parts (reciprocal_flushed against flushed __frcp_rn; 1.5 * 2^23 rounding to 2^n)",
                       [](unsigned long long* b, unsigned* f) { exhaustive_silu_parts<<<132 * 16, 256>>>(b, f); });
     if (check_mode) return bad == 0 ? 0 : 1;
   }

@@ -64,11 +64,21 @@ TEST_CASE("fp16 conversion is exact for every half, and float_to_fp16 inverts it
   CHECK(float_to_fp16(65519.f) == 0x7bff);
 }
 
-TEST_CASE("exp_within_87 is within 1 ulp of the exact value over its whole domain") {
+TEST_CASE("one_plus_exp is within 1.6 ulp of 1 + e^t over its whole domain") {
   float worst = 0;
-  for (float x = -87.f; x <= 87.f; x += 0.0037f) worst = std::max(worst, ulp_distance(kiln::quant::exp_within_87(x), std::exp(static_cast<double>(x))));
-  CHECK(worst <= 1.0f);
-  CHECK(kiln::quant::exp_within_87(0.f) == 1.f);
+  for (float t = -87.f; t <= 88.f; t += 0.0037f)
+    worst = std::max(worst, ulp_distance(kiln::quant::one_plus_exp(t), 1.0 + std::exp(static_cast<double>(t))));
+  CHECK(worst <= 1.6f);
+  CHECK(kiln::quant::one_plus_exp(0.f) == 2.f);
+  CHECK(kiln::quant::one_plus_exp(-87.f) == 1.f);
+  CHECK(std::isfinite(kiln::quant::one_plus_exp(88.f)));
+}
+
+TEST_CASE("reciprocal_flushed is 1/d where that is a normal float and 0 where it would be subnormal") {
+  CHECK(kiln::quant::reciprocal_flushed(1.f) == 1.f);
+  CHECK(kiln::quant::reciprocal_flushed(0x1p126f) == 0x1p-126f);
+  CHECK(kiln::quant::reciprocal_flushed(std::nextafter(0x1p126f, INFINITY)) == 0.f);
+  CHECK(kiln::quant::reciprocal_flushed(3.f) == 1.f / 3.f);
 }
 
 TEST_CASE("silu_and_mul is gate * sigmoid(gate) * up to float accuracy, and 0 or NaN where it should be") {
@@ -77,6 +87,8 @@ TEST_CASE("silu_and_mul is gate * sigmoid(gate) * up to float accuracy, and 0 or
     CHECK(std::fabs(kiln::quant::silu_and_mul(gate, 1.5f) - exact) <= 4e-7 * std::fabs(exact) + 1e-37);
   }
   CHECK(kiln::quant::silu_and_mul(-200.f, 2.f) == 0.f);
+  CHECK(kiln::quant::silu_and_mul(-87.5f, 2.f) == 0.f);       // 1 + e^87.5 > 2^126: flushed
+  CHECK(kiln::quant::silu_and_mul(-87.f, 1.f) < -1e-36f);     // 1 + e^87 < 2^126: still normal
   CHECK(kiln::quant::silu_and_mul(1e6f, 2.f) == 2e6f);
   CHECK(std::isnan(kiln::quant::silu_and_mul(NAN, 1.f)));
   CHECK(std::isnan(kiln::quant::silu_and_mul(-INFINITY, 1.f)));

@@ -52,73 +52,64 @@ KILN_FP8_FN float fp16_bits_to_float(unsigned short h) {
   return KILN_Q_FLOAT(sign | (e << 23) | ((mantissa & 0x3ffu) << 13));
 }
 
-// e^x for |x| <= 87 from +, *, fma and integer code only, so host and device give the same bits:
-// x = n ln2 + r with |r| <= ln2/2 (Cody-Waite, two-part ln2), a degree-7 Taylor polynomial for e^r
-// (relative error below 2^-26), then one multiply by 2^n (n within +-126, so 2^n is a normal float).
-// n = rint(x / ln2) by adding and subtracting 1.5 * 2^23: the add rounds to an integer, to
-// nearest even, for |x / ln2| < 2^22, and leaves n in the low bits of the sum, from which 2^n's
-// bits follow with one integer multiply-add. Why not rintf and a float-to-int conversion: both
-// run on the GPU's quarter-rate conversion unit, which the sigmoid's reciprocal also needs.
-// Branch-free: the fused SiLU runs it on every element.
-KILN_FP8_FN float exp_within_87(float x) {
+// 1 + e^t for -87 <= t <= 88 from +, *, fma and integer code only, so host and device give the
+// same bits: t = n ln2 + r with |r| <= ln2/2 (Cody-Waite, two-part ln2), a degree-6 polynomial for
+// e^r (minimax for relative error with e^0 = 1 exactly, 2^-28.5 before rounding), then one fma
+// that scales by 2^n (n within -126..127, so 2^n is a normal float) and adds the 1, rounding once:
+// within 1.6 ulp of 1 + e^t, and the fewest instructions found (the fused SiLU is bound by its
+// arithmetic: every instruction here runs once per element). n = rint(t / ln2) by an fma with
+// 1.5 * 2^23: the add rounds to an integer, to nearest even, for |t / ln2| < 2^22, and leaves n in
+// the low bits of the sum, from which 2^n's bits follow with one integer multiply-add. Why not
+// rintf and a float-to-int conversion: both run on the GPU's quarter-rate conversion unit, which
+// the sigmoid's reciprocal also needs. Branch-free: the fused SiLU runs it on every element.
+KILN_FP8_FN float one_plus_exp(float t) {
   constexpr float ROUNDER = 12582912.0f;     // 1.5 * 2^23
   constexpr unsigned ROUNDER_BITS = 0x4b400000u;
-  const float shifted = KILN_Q_ADD(KILN_Q_MUL(x, 1.44269502162933349609375f), ROUNDER);
+  const float shifted = KILN_Q_FMA(t, 1.44269502162933349609375f, ROUNDER);
   const float n = KILN_Q_ADD(shifted, -ROUNDER);
-  float r = KILN_Q_FMA(-n, 0.693145751953125f, x);
+  float r = KILN_Q_FMA(-n, 0.693145751953125f, t);
   r = KILN_Q_FMA(-n, 1.428606765330187045e-06f, r);
-  float p = 1.0f / 5040.0f;
-  p = KILN_Q_FMA(p, r, 1.0f / 720.0f);
-  p = KILN_Q_FMA(p, r, 1.0f / 120.0f);
-  p = KILN_Q_FMA(p, r, 1.0f / 24.0f);
-  p = KILN_Q_FMA(p, r, 1.0f / 6.0f);
-  p = KILN_Q_FMA(p, r, 0.5f);
-  p = KILN_Q_FMA(p, r, 1.0f);
+  float p = 0.0014061240943421013f;
+  p = KILN_Q_FMA(p, r, 0.008379011160612376f);
+  p = KILN_Q_FMA(p, r, 0.04166477728919291f);
+  p = KILN_Q_FMA(p, r, 0.16666365441313644f);
+  p = KILN_Q_FMA(p, r, 0.5000000434377058f);
+  p = KILN_Q_FMA(p, r, 1.00000004964037f);
   p = KILN_Q_FMA(p, r, 1.0f);
   // (bits - ROUNDER_BITS) is n in two's complement; unsigned wrap-around makes (n + 127) << 23.
-  return KILN_Q_MUL(p, KILN_Q_FLOAT((KILN_Q_BITS(shifted) - ROUNDER_BITS + 127u) << 23));
+  return KILN_Q_FMA(p, KILN_Q_FLOAT((KILN_Q_BITS(shifted) - ROUNDER_BITS + 127u) << 23), 1.0f);
 }
 
-// 1 / d, correctly rounded, for 1 <= d < 2^126: on the device __frcp_rn's own fast path (an
-// approximate reciprocal and one fma refinement, which is correctly rounded wherever neither d nor
-// 1/d is near the ends of the exponent range) without its range test and slow-path call, which
-// made every sigmoid a branch with convergence barriers and kept the compiler from interleaving
-// the elements' chains. bench/twin_geometry.cu checks it against __frcp_rn for every float in the
-// range (0 differ).
-KILN_FP8_FN float reciprocal_of_normal(float d) {
+constexpr float SMALLEST_NORMAL = 1.17549435e-38f;  // 2^-126
+
+// 1 / d for d >= 1, correctly rounded where the result is a normal float and 0 where it would be
+// subnormal (d > 2^126), as flush-to-zero arithmetic gives. On the device: __frcp_rn's own fast
+// path (an approximate reciprocal and one fma refinement) without its range test and slow-path
+// call, which made every sigmoid a branch with convergence barriers and kept the compiler from
+// interleaving the elements' chains; the refinement's fma flushes to zero, which is what makes the
+// sigmoid 0 past d = 2^126 with no select. bench/twin_geometry.cu checks it against __frcp_rn
+// flushed the same way for every float d in [1, 2^127) (0 differ).
+KILN_FP8_FN float reciprocal_flushed(float d) {
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-  float r;
+  float r, refined;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
-  return __fmaf_rn(r, -__fmaf_rn(d, r, -1.0f), r);
+  asm("fma.rn.ftz.f32 %0, %1, %2, %1;" : "=f"(refined) : "f"(r), "f"(-__fmaf_rn(d, r, -1.0f)));
+  return refined;
 #else
-  return 1.0f / d;
+  const float r = 1.0f / d;
+  return r < SMALLEST_NORMAL ? 0.0f : r;
 #endif
 }
 
-// `value`, or +0 where `zero`. Why a selp on the device: written as `?:`, the compiler branched
-// around each element's whole sigmoid (a convergence barrier and two branches per element), which
-// kept it from interleaving the elements' dependent chains.
-KILN_FP8_FN float zero_if(bool zero, float value) {
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-  float chosen;
-  asm("{ .reg .pred p; setp.ne.u32 p, %2, 0; selp.f32 %0, 0f00000000, %1, p; }"
-      : "=f"(chosen)
-      : "f"(value), "r"(static_cast<unsigned>(zero)));
-  return chosen;
-#else
-  return zero ? 0.0f : value;
-#endif
-}
-
-// silu(gate) * up = gate * (1 / (1 + e^-gate)) * up, each step rounded once in fp32 (the reciprocal
-// correctly rounded; no rounding to the input type between the activation and the quantizer).
-// Past -gate > 87 the sigmoid is 0 (its reciprocal would be subnormal: the slow path of every
-// division); below -87 e^-gate is under 2^-125, so 1 + e^-gate is exactly 1 whatever the clamp
-// does. NaN stays NaN through `gate`; silu(-inf) is NaN (-inf * 0), as gate / (1 + e^inf) is.
+// silu(gate) * up = gate * (1 / (1 + e^-gate)) * up, each step rounded once in fp32 (1 + e^-gate
+// within 1.6 ulp, its reciprocal correctly rounded; no rounding to the input type between the
+// activation and the quantizer). -gate is clamped to [-87, 88], the domain of one_plus_exp: below
+// -87, e^-gate is under 2^-125, so 1 + e^-gate is 1 whatever the clamp does; past -gate = 87.34,
+// 1 + e^-gate > 2^126 and the sigmoid is 0 (its reciprocal would be subnormal). NaN stays NaN
+// through `gate`; silu(-inf) is NaN (-inf * 0), as gate / (1 + e^inf) is.
 KILN_FP8_FN float silu_and_mul(float gate, float up) {
-  const float t = fminf(fmaxf(-gate, -87.0f), 87.0f);
-  const float reciprocal = reciprocal_of_normal(KILN_Q_ADD(1.0f, exp_within_87(t)));
-  return KILN_Q_MUL(KILN_Q_MUL(gate, zero_if(-gate > 87.0f, reciprocal)), up);
+  const float t = fminf(fmaxf(-gate, -87.0f), 88.0f);
+  return KILN_Q_MUL(KILN_Q_MUL(gate, reciprocal_flushed(one_plus_exp(t))), up);
 }
 
 // vLLM's UE8M0 scale: clamp to 1e-10, then the smallest power of two >= it (its exponent plus one
