@@ -85,11 +85,15 @@ TEST_CASE("check names the argument, what was expected and the valid range") {
 }
 
 TEST_CASE("the family grid covers every group, and the packed layout's padding words") {
-  const QuantVariant bf16{};  // 8 lanes per 128-group: 32 group slots per CTA, 2 groups each
+  QuantVariant bf16{};  // 8 lanes per 128-group: 32 group slots per CTA, 1 group each for e4m3
   CHECK(GroupQuant::groups_per_cta(bf16) == 32);
+  CHECK(GroupQuant::items_per_slot(bf16) == 1);
+  CHECK(GroupQuant::grid(bf16, 1, 7168) == std::array<std::uint32_t, 3>{2, 1, 1});  // 56 groups
+  CHECK(GroupQuant::grid(bf16, 2, 7168) == std::array<std::uint32_t, 3>{4, 1, 1});  // 112 groups
+  CHECK(GroupQuant::grid(bf16, 32768, 7168) == std::array<std::uint32_t, 3>{57344, 1, 1});
+  bf16.output = QuantOutput::int8;  // int8: two groups per slot
   CHECK(GroupQuant::items_per_slot(bf16) == 2);
-  CHECK(GroupQuant::grid(bf16, 1, 7168) == std::array<std::uint32_t, 3>{1, 1, 1});  // 56 groups
-  CHECK(GroupQuant::grid(bf16, 2, 7168) == std::array<std::uint32_t, 3>{2, 1, 1});  // 112 groups
+  CHECK(GroupQuant::grid(bf16, 1, 7168) == std::array<std::uint32_t, 3>{1, 1, 1});
   CHECK(GroupQuant::grid(bf16, 32768, 7168) == std::array<std::uint32_t, 3>{28672, 1, 1});
   QuantVariant silu{};
   silu.silu_and_mul = true;  // bound by its arithmetic: one group per slot

@@ -60,10 +60,13 @@ constexpr unsigned TILE_GROUPS = GROUPS_PER_CTA / TILE_ROWS;
 // eight CTAs took group 32 from 90% to 96% and group 128 from 93% to 96%, while row-major layouts
 // and int8 stayed level or lost and packed gained 1% (2026-12-04-h200-family-occupancy.log; int8 and
 // packed variants also spill at 32 registers); in kiln bench the 16-bit variants gained 3-6 points
-// and fp32 input lost 1-9 (2026-12-04-h200-bench-gpu-4.log). bench/family_geometry.sh overrides both.
+// and fp32 input lost 1-9 (2026-12-04-h200-bench-gpu-4.log). Once row-major dense rows located
+// their group without a division (locate), the same held for them: group 128 went from 97% (two
+// groups) to 102% and group 32 from 98% to 101%, while int8 kept two (100% against 96%;
+// 2026-12-04-h200-family-dense.log). bench/family_geometry.sh overrides both.
 #define KILN_Q_TWO_LANE_SILU (KILN_Q_SILU && KILN_Q_GROUP == 32 && KILN_Q_IN != 2 && KILN_Q_SCALES != 3)
 #define KILN_Q_ONE_GROUP_EIGHT_CTAS \
-  (KILN_Q_SILU ? !KILN_Q_TWO_LANE_SILU : KILN_Q_IN != 2 && KILN_Q_OUT == 0 && (KILN_Q_SCALES == 1 || KILN_Q_SCALES == 2))
+  (KILN_Q_SILU ? !KILN_Q_TWO_LANE_SILU : KILN_Q_IN != 2 && KILN_Q_OUT == 0 && KILN_Q_SCALES != 3)
 #ifndef KILN_Q_ITEMS
 #define KILN_Q_ITEMS (KILN_Q_ONE_GROUP_EIGHT_CTAS ? 1 : 2)
 #endif
@@ -144,35 +147,51 @@ __device__ __forceinline__ void int8x2_group(const float* f, const kiln::fp8::Gr
 }
 #endif
 
+// Where one group lies: `flat` = row * groups + g indexes q and the row-major scales; `x_at` is its
+// first element in x; `row` and `g` are set for column-major scales only.
+struct Place {
+  unsigned long long flat;
+  unsigned long long x_at;
+  unsigned long long row;
+  unsigned g;
+};
+
 // Where this thread's slot's item `item` (0 .. ITEMS-1) lies: false past the end. Row-major
 // scales: the flat grid over every (row, group) pair, groups fastest, items GROUPS_PER_CTA apart.
 // Column-major: a tile of TILE_ROWS * ITEMS rows by TILE_GROUPS groups, rows fastest, items
 // TILE_ROWS rows apart; the packed layout's tiles also cover its padding (rows up to m padded to 4,
 // groups up to a whole word), which they write as zeros so a TMA load of the tile reads no garbage.
+// Why no division for dense rows without SiLU: there x_at is flat * GROUP, as in the twin, and a
+// 64-bit division on every thread's way to its first load cost 5-10 points of the copy ceiling
+// (bf16 group 128, two groups per slot: 92% -> 97% at 32768 x 7168, 81% -> 87% at 2048 x 18432;
+// 2026-12-04-h200-family-dense.log).
 __device__ __forceinline__ bool locate(unsigned item, unsigned slot, unsigned lane, unsigned long long m, unsigned groups,
-                                       unsigned scale_rows, void* scales, unsigned long long& row, unsigned& g) {
+                                       unsigned long long row_stride, unsigned scale_rows, void* scales, Place& at) {
   if constexpr (COLUMN_SCALES) {
     const unsigned span = PACKED ? (groups + 3) / 4 * 4 : groups;
     const unsigned group_tiles = (span + TILE_GROUPS - 1) / TILE_GROUPS;
-    row = (static_cast<unsigned long long>(blockIdx.x / group_tiles) * ITEMS + item) * TILE_ROWS + slot % TILE_ROWS;
-    g = (blockIdx.x % group_tiles) * TILE_GROUPS + slot / TILE_ROWS;
-    if (PACKED && (row >= m || g >= groups) && lane == 0 && row < scale_rows && g < span)
-      static_cast<unsigned char*>(scales)[((static_cast<unsigned long long>(g / 4) * scale_rows + row) * 4) + g % 4] = 0;
-    return row < m && g < groups;
+    at.row = (static_cast<unsigned long long>(blockIdx.x / group_tiles) * ITEMS + item) * TILE_ROWS + slot % TILE_ROWS;
+    at.g = (blockIdx.x % group_tiles) * TILE_GROUPS + slot / TILE_ROWS;
+    if (PACKED && (at.row >= m || at.g >= groups) && lane == 0 && at.row < scale_rows && at.g < span)
+      static_cast<unsigned char*>(scales)[((static_cast<unsigned long long>(at.g / 4) * scale_rows + at.row) * 4) + at.g % 4] = 0;
+    at.flat = at.row * groups + at.g;
+    at.x_at = at.row * row_stride + static_cast<unsigned long long>(at.g) * GROUP;
+    return at.row < m && at.g < groups;
   } else {
-    const unsigned long long at = (static_cast<unsigned long long>(blockIdx.x) * ITEMS + item) * GROUPS_PER_CTA + slot;
-    if (at >= m * groups) return false;
-    row = at / groups;
-    g = static_cast<unsigned>(at % groups);
+    at.flat = (static_cast<unsigned long long>(blockIdx.x) * ITEMS + item) * GROUPS_PER_CTA + slot;
+    if (at.flat >= m * groups) return false;
+    if (!KILN_Q_SILU && row_stride == static_cast<unsigned long long>(groups) * GROUP)
+      at.x_at = at.flat * GROUP;
+    else
+      at.x_at = at.flat / groups * row_stride + at.flat % groups * GROUP;
     return true;
   }
 }
 
 // One group's slice: the group max over its LANES lanes (`mask`), the scale, the codes and, from
 // lane 0, the scale in its layout. `in` holds the slice's loads (with SiLU, gate then up per vector).
-__device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], unsigned long long row, unsigned g, unsigned lane,
-                                               unsigned mask, unsigned long long groups, unsigned scale_rows,
-                                               float eps, unsigned char* q, void* scales) {
+__device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], const Place& at, unsigned lane, unsigned mask,
+                                               unsigned scale_rows, float eps, unsigned char* q, void* scales) {
   float f[EPT];
 #pragma unroll
   for (unsigned w = 0; w < VECS; ++w) {
@@ -206,7 +225,7 @@ __device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], unsigne
 #else
   kiln::fp8::e4m3x2_group<EPT / 2>(f, divisor, pairs);
 #endif
-  unsigned char* q_group = q + (row * groups + g) * GROUP + lane * EPT;
+  unsigned char* q_group = q + at.flat * GROUP + lane * EPT;
   if constexpr (VEC == 8) {
     *reinterpret_cast<uint4*>(q_group) =
         make_uint4(pairs[0] | (pairs[1] << 16), pairs[2] | (pairs[3] << 16), pairs[4] | (pairs[5] << 16), pairs[6] | (pairs[7] << 16));
@@ -216,12 +235,12 @@ __device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], unsigne
 
   if (lane != 0) return;
 #if KILN_Q_SCALES == 0
-  static_cast<float*>(scales)[row * groups + g] = scale;
+  static_cast<float*>(scales)[at.flat] = scale;
 #elif KILN_Q_SCALES == 1 || KILN_Q_SCALES == 2
-  static_cast<float*>(scales)[static_cast<unsigned long long>(g) * scale_rows + row] = scale;
+  static_cast<float*>(scales)[static_cast<unsigned long long>(at.g) * scale_rows + at.row] = scale;
 #else
-  const unsigned long long word = static_cast<unsigned long long>(g / 4) * scale_rows + row;
-  static_cast<unsigned char*>(scales)[word * 4 + g % 4] = static_cast<unsigned char>(kiln::quant::ue8m0_exponent(scale));
+  const unsigned long long word = static_cast<unsigned long long>(at.g / 4) * scale_rows + at.row;
+  static_cast<unsigned char*>(scales)[word * 4 + at.g % 4] = static_cast<unsigned char>(kiln::quant::ue8m0_exponent(scale));
 #endif
 }
 }  // namespace
@@ -239,15 +258,14 @@ extern "C" __global__ __launch_bounds__(THREADS, KILN_Q_MIN_CTAS) void per_token
   // (a group's lanes always agree on whether their item exists).
   const unsigned mask = ((1u << LANES) - 1u) << ((threadIdx.x % 32u) & ~(LANES - 1u));
 
-  unsigned long long row[ITEMS];
-  unsigned g[ITEMS];
+  Place at[ITEMS];
   bool here[ITEMS];
   uint4 in[ITEMS][LOADS];
 #pragma unroll
   for (unsigned i = 0; i < ITEMS; ++i) {
-    here[i] = locate(i, slot, lane, m, groups, scale_rows, scales, row[i], g[i]);
+    here[i] = locate(i, slot, lane, m, groups, row_stride, scale_rows, scales, at[i]);
     if (!here[i]) continue;
-    const char* x_group = static_cast<const char*>(x) + (row[i] * row_stride + static_cast<unsigned long long>(g[i]) * GROUP) * IN_BYTES;
+    const char* x_group = static_cast<const char*>(x) + at[i].x_at * IN_BYTES;
 #pragma unroll
     for (unsigned w = 0; w < VECS; ++w) {
       const unsigned at = element_of(w, lane);
@@ -262,5 +280,5 @@ extern "C" __global__ __launch_bounds__(THREADS, KILN_Q_MIN_CTAS) void per_token
   }
 #pragma unroll
   for (unsigned i = 0; i < ITEMS; ++i)
-    if (here[i]) quantize_group(in[i], row[i], g[i], lane, mask, groups, scale_rows, eps, q, scales);
+    if (here[i]) quantize_group(in[i], at[i], lane, mask, scale_rows, eps, q, scales);
 }

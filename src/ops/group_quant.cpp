@@ -106,13 +106,13 @@ std::uint32_t GroupQuant::groups_per_cta(const QuantVariant& variant) {
 std::uint32_t GroupQuant::items_per_slot(const QuantVariant& variant) {
   // The kernel's KILN_Q_ITEMS: with SiLU one group per slot, except where a group has two lanes
   // and the scales are not packed (KILN_Q_TWO_LANE_SILU); without SiLU two, except for 16-bit input
-  // to e4m3 with fp32 column-major scales (KILN_Q_ONE_GROUP_EIGHT_CTAS).
+  // to e4m3 with fp32 scales, row- or column-major (KILN_Q_ONE_GROUP_EIGHT_CTAS).
   if (variant.silu_and_mul) {
     const bool two_lanes = FAMILY_THREADS / groups_per_cta(variant) == 2;
     return two_lanes && variant.scales != QuantScales::ue8m0_packed ? 2 : 1;
   }
-  const bool fp32_columns = variant.scales == QuantScales::column_major || variant.scales == QuantScales::column_major_tma;
-  return variant.input != QuantInput::fp32 && variant.output == QuantOutput::e4m3 && fp32_columns ? 1 : 2;
+  const bool fp32_scales = variant.scales != QuantScales::ue8m0_packed;
+  return variant.input != QuantInput::fp32 && variant.output == QuantOutput::e4m3 && fp32_scales ? 1 : 2;
 }
 
 std::array<std::uint32_t, 3> GroupQuant::grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k) {
