@@ -219,4 +219,22 @@ double time_launches_us(GpuSession& gpu, const std::function<void()>& launch_onc
   return median(us);
 }
 
+double copy_us(GpuSession& gpu, double moved, int launches) {
+  const std::size_t bytes = (static_cast<std::size_t>(moved / 2) + 255) / 256 * 256;
+  const std::size_t copies = std::max<std::size_t>(1, (2 * gpu.l2_bytes() + 2 * bytes - 1) / (2 * bytes));
+  test::DeviceBuffer src(gpu.context(), bytes * copies), dst(gpu.context(), bytes * copies);
+  std::size_t cursor = 0;
+  return time_launches_us(
+      gpu,
+      [&] {
+        const std::size_t offset = (cursor++ % copies) * bytes;
+        driver::check(gpu.api(),
+                      gpu.api().cuMemcpyDtoDAsync_v2(reinterpret_cast<CUdeviceptr>(dst.get()) + offset,
+                                                     reinterpret_cast<CUdeviceptr>(src.get()) + offset, bytes,
+                                                     gpu.stream()),
+                      "cuMemcpyDtoDAsync");
+      },
+      launches, "a copy of " + std::to_string(bytes) + " bytes");
+}
+
 }  // namespace kiln::bench

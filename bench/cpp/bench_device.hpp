@@ -113,5 +113,9 @@ double time_arm_us(GpuSession& gpu, ShapeBuffers& buffers, KernelHandle handle, 
 /// The same timing for any launch: `launch_once` queues one launch on gpu.stream() (rotating its
 /// own inputs); `what` names it in the host-latency warning.
 double time_launches_us(GpuSession& gpu, const std::function<void()>& launch_once, int launches, const std::string& what);
+/// Median µs of a device-to-device copy that moves `moved` bytes (read plus written), timed as
+/// time_launches_us and rotated over 2x L2 the same way: the ceiling at that size, which launch,
+/// ramp-up and drain put below the 4 GiB copy's.
+double copy_us(GpuSession& gpu, double moved, int launches);
 
 }  // namespace kiln::bench

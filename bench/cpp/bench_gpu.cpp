@@ -60,6 +60,7 @@ struct ArmPair {
   std::uint32_t m = 0, k = 0;
   double shared_us = 0;
   double twin_us = std::numeric_limits<double>::quiet_NaN();  ///< NaN: the image has no twin
+  double copy_us = 0;  ///< a device-to-device copy moving the same bytes
   std::size_t copies = 0;
   bool pick_twin = false;
   bool has_twin() const { return !std::isnan(twin_us); }
@@ -76,6 +77,7 @@ ArmPair measure_pair(GpuSession& gpu, std::uint32_t m, std::uint32_t k, int laun
   pair.copies = buffers.copies();
   pair.shared_us = time_arm_us(gpu, buffers, gpu.quant().shared(), false, launches);
   if (gpu.quant().twin_present()) pair.twin_us = time_arm_us(gpu, buffers, gpu.quant().hopper(), true, launches);
+  pair.copy_us = copy_us(gpu, quant_bytes(m, k), launches);
   pair.pick_twin = gpu.quant().pick(m, k).twin;
   return pair;
 }
@@ -90,6 +92,7 @@ nlohmann::json pair_json(const ArmPair& pair) {
                      {"bytes", quant_bytes(pair.m, pair.k)},
                      {"copies", pair.copies},
                      {"shared_us", pair.shared_us},
+                     {"copy_us", pair.copy_us},
                      {"pick", arm_name(pair.pick_twin)},
                      {"agree", pair.agree()},
                      {"tie", pair.tie()}};
@@ -105,9 +108,11 @@ nlohmann::json bandwidth_json(const ArmPair& pair, const Ceiling& ceiling) {
   nlohmann::json row = pair_json(pair);
   row["shared_gbps"] = gbps(pair.m, pair.k, pair.shared_us);
   row["shared_of_ceiling"] = gbps(pair.m, pair.k, pair.shared_us) / ceiling.gbps;
+  row["copy_of_ceiling"] = gbps(pair.m, pair.k, pair.copy_us) / ceiling.gbps;
   if (pair.has_twin()) {
     row["twin_gbps"] = gbps(pair.m, pair.k, pair.twin_us);
     row["twin_of_ceiling"] = gbps(pair.m, pair.k, pair.twin_us) / ceiling.gbps;
+    row["twin_of_copy"] = pair.copy_us / pair.twin_us;
   }
   return row;
 }
@@ -121,9 +126,11 @@ void arms_table(const BenchPlan& plan, GpuSession& gpu, const Ceiling& ceiling, 
       "arms: median kernel time per launch (" + std::to_string(plan.arm_launches) +
       " launches in batches of 10 between event pairs, queued back to back behind a spin; inputs rotated over "
       "2x L2); "
-      "bytes = 3MK + 4MK/128";
-  table.columns = {"M",       "K",         "MB",         "shared us", "shared GB/s", "shared %ceil",
-                   "twin us", "twin GB/s", "twin %ceil", "pick",      "faster",      "agree"};
+      "bytes = 3MK + 4MK/128; copy: a device-to-device copy moving the same bytes, timed the same way, and the "
+      "twin's speed as a fraction of it";
+  table.columns = {"M",          "K",       "MB",        "shared us", "shared GB/s", "shared %ceil",
+                   "twin us",    "twin GB/s", "twin %ceil", "copy us", "copy %ceil", "twin/copy",
+                   "pick",       "faster",    "agree"};
   std::vector<ArmPair> pairs;
   for (std::uint32_t m : arm_ms())
     for (std::uint32_t k : arm_ks()) {
@@ -134,7 +141,9 @@ void arms_table(const BenchPlan& plan, GpuSession& gpu, const Ceiling& ceiling, 
       table.add(
           {std::to_string(m), std::to_string(k), fixed(quant_bytes(m, k) / 1e6, 2), fixed(pair.shared_us, 2),
            fixed(shared_gbps, 0), percent(shared_gbps / ceiling.gbps), fixed(pair.twin_us, 2), fixed(twin_gbps, 0),
-           pair.has_twin() ? percent(twin_gbps / ceiling.gbps) : "-", arm_name(pair.pick_twin),
+           pair.has_twin() ? percent(twin_gbps / ceiling.gbps) : "-", fixed(pair.copy_us, 2),
+           percent(gbps(m, k, pair.copy_us) / ceiling.gbps), pair.has_twin() ? percent(pair.copy_us / pair.twin_us) : "-",
+           arm_name(pair.pick_twin),
            pair.has_twin() ? (pair.tie() ? "tie" : arm_name(pair.faster_twin())) : "-", yes_no(pair.agree())},
           bandwidth_json(pair, ceiling));
     }
@@ -166,6 +175,20 @@ void arms_table(const BenchPlan& plan, GpuSession& gpu, const Ceiling& ceiling, 
                        ">= 90%",
                        fraction >= 0.90,
                        {{"fraction", fraction}, {"m", worst->m}, {"k", worst->k}}});
+    const auto of_copy = [](const ArmPair& p) { return p.copy_us / p.twin_us; };
+    const ArmPair* behind_copy = &*std::min_element(pairs.begin(), pairs.end(), [&](const ArmPair& a, const ArmPair& b) {
+      const bool a_large = static_cast<double>(a.m) * a.k >= LARGE_ELEMENTS;
+      const bool b_large = static_cast<double>(b.m) * b.k >= LARGE_ELEMENTS;
+      return a_large != b_large ? a_large : of_copy(a) < of_copy(b);
+    });
+    report.add_target({"twin, M*K >= 32e6: worst speed as a fraction of a copy of the same bytes",
+                       percent(of_copy(*behind_copy)) + " at " + std::to_string(behind_copy->m) + " x " +
+                           std::to_string(behind_copy->k) + " (copy " +
+                           percent(gbps(behind_copy->m, behind_copy->k, behind_copy->copy_us) / ceiling.gbps) +
+                           " of the ceiling there)",
+                       "(report)",
+                       std::nullopt,
+                       {{"fraction", of_copy(*behind_copy)}, {"m", behind_copy->m}, {"k", behind_copy->k}}});
     const double shared_median = median(shared_large);
     report.add_target({"shared kernel, M*K >= 32e6: median fraction of the copy ceiling",
                        percent(shared_median),

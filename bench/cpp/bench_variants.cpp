@@ -82,6 +82,20 @@ void run_variants(const BenchPlan& plan, GpuSession& gpu, double ceiling_gbps, R
   table.columns = {"variant", "K"};
   for (std::uint32_t m : variant_ms()) table.columns.push_back("M=" + std::to_string(m));
   table.numbers = false;
+  // Why a copy row per K: what any kernel moving a 16-bit variant's bytes (3MK) can reach at each
+  // size, launch, ramp-up and drain included, next to the variants that move them.
+  for (std::uint32_t k : variant_ks()) {
+    std::vector<std::string> cells{"copy of 3MK bytes", std::to_string(k)};
+    nlohmann::json record{{"variant", "copy"}, {"k", k}, {"points", nlohmann::json::array()}};
+    for (std::uint32_t m : variant_ms()) {
+      const double moved = 3.0 * m * k;
+      const double us = copy_us(gpu, moved, plan.variant_launches);
+      const double fraction = moved / (us * 1e-6) / 1e9 / ceiling_gbps;
+      cells.push_back(fixed(us, 2) + " (" + fixed(100 * fraction, 0) + "%)");
+      record["points"].push_back({{"m", m}, {"us", us}, {"of_ceiling", fraction}, {"bytes", moved}});
+    }
+    table.add(cells, record);
+  }
   double worst = std::numeric_limits<double>::infinity();
   std::string worst_at;
   for (const ops::QuantVariant& v : every_variant()) {
