@@ -125,24 +125,26 @@ TEST_CASE("the family grid covers every group, and the packed layout's padding w
   QuantVariant packed{};
   packed.scales = QuantScales::ue8m0_packed;
   packed.ue8m0 = true;
-  // Column-major layouts take tiles of 16 rows (8 per item) x (32 / 8) groups: m = 5 padded to 8
-  // rows, G = 6 padded to 8 groups: 1 row tile x 2 group tiles.
-  CHECK(GroupQuant::grid(packed, 5, 768) == std::array<std::uint32_t, 3>{2, 1, 1});
+  // Column-major layouts take tiles of 8 rows (4 per item) x (32 / 4) groups: m = 5 padded to 8
+  // rows, G = 12: 1 row tile x 2 group tiles.
+  CHECK(GroupQuant::grid(packed, 5, 1536) == std::array<std::uint32_t, 3>{2, 1, 1});
+  CHECK(GroupQuant::grid(packed, 9, 768) == std::array<std::uint32_t, 3>{2, 1, 1});  // m = 9 padded to 12: 2 row tiles
   QuantVariant column{};
-  column.group = 32;  // 128 groups per CTA; e4m3 with fp32 columns: one item, tiles of 8 rows x 16 groups
+  column.group = 32;  // 128 groups per CTA; e4m3 with fp32 columns: one item, tiles of 4 rows x 32 groups
   column.scales = QuantScales::column_major;
   CHECK(GroupQuant::items_per_slot(column) == 1);
-  CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{13 * 2, 1, 1});
+  CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{25, 1, 1});        // G = 20: one group tile
+  CHECK(GroupQuant::grid(column, 100, 32 * 40) == std::array<std::uint32_t, 3>{25 * 2, 1, 1});  // G = 40: two
   column.scales = QuantScales::column_major_tma;  // padding rows are not the kernel's to write
-  CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{13 * 2, 1, 1});
-  column.output = QuantOutput::int8;  // int8: two items, tiles of 16 rows
+  CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{25, 1, 1});
+  column.output = QuantOutput::int8;  // int8: two items, tiles of 8 rows
   CHECK(GroupQuant::items_per_slot(column) == 2);
-  CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{7 * 2, 1, 1});
+  CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{13, 1, 1});
   column.output = QuantOutput::e4m3;
-  column.silu_and_mul = true;  // two lanes a group: still two items per slot, tiles of 16 rows
-  CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{7 * 2, 1, 1});
-  column.group = 64;  // four lanes with SiLU: one item per slot, tiles of 8 rows x 8 groups
-  CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{13 * 2, 1, 1});
+  column.silu_and_mul = true;  // two lanes a group: still two items per slot, tiles of 8 rows
+  CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{13, 1, 1});
+  column.group = 64;  // four lanes with SiLU: one item per slot, tiles of 4 rows x 16 groups
+  CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{25, 1, 1});
 }
 
 TEST_CASE("scale buffer sizes follow each layout") {

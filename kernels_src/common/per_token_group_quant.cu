@@ -14,10 +14,10 @@
 // Geometry: 256-thread CTAs on a 1-D grid; each group has LANES threads and each thread owns EPT
 // contiguous elements (two adjacent 16-byte loads of every operand, one store of their codes). With
 // row-major scales the grid is flat over every (row, group) pair, groups fastest, so consecutive
-// CTAs stream consecutive memory. With column-major scales a CTA takes a tile of 8 rows by
-// TILE_GROUPS groups, rows fastest, so its scale stores fill whole 32-byte sectors of a scale column
-// instead of one scattered 4-byte store per group (which cost up to a third of the bandwidth at
-// group 32), while each row still reads TILE_GROUPS consecutive groups. The numerics are
+// CTAs stream consecutive memory. With column-major scales a CTA takes a tile of 4 rows by
+// TILE_GROUPS groups, rows fastest, so its scale stores fill 16-byte runs of a scale column instead
+// of one scattered 4-byte store per group (which cost up to a third of the bandwidth at group 32),
+// while each row still reads TILE_GROUPS consecutive groups. The numerics are
 // the shared kernel's (fp8_e4m3.cuh) plus quant_numerics.cuh; the host reference compiles both.
 //
 // Needs x 16-byte aligned with a row stride (in elements) whose bytes are a multiple of 16, q
@@ -44,7 +44,11 @@ static_assert(GROUP % EPT == 0 && LANES >= 2 && LANES <= 16, "a group spans 2..1
 constexpr float QMAX = KILN_Q_OUT == 1 ? kiln::quant::INT8_MAX_CODE : kiln::fp8::E4M3_MAX;
 constexpr bool COLUMN_SCALES = KILN_Q_SCALES != 0;
 constexpr bool PACKED = KILN_Q_SCALES == 3;
-constexpr unsigned TILE_ROWS = 8;  // kiln::ops::GroupQuant::grid: 8 fp32 scales fill one 32-byte sector
+// Rows per tile (kiln::ops::GroupQuant::grid). Why 4 and not 8 (one whole 32-byte sector of fp32
+// scales): longer runs of each row's input won over fuller scale sectors, by 0.4-1.8 points of the
+// copy ceiling for every column-major and packed configuration measured, at every shape
+// (bench/results/2026-12-04-h200-family-dense.log, fourth run).
+constexpr unsigned TILE_ROWS = 4;
 constexpr unsigned TILE_GROUPS = GROUPS_PER_CTA / TILE_ROWS;
 // Groups per slot (kiln::ops::GroupQuant::items_per_slot) and CTAs per SM the registers must allow,
 // measured on the H200 (bench/results/2026-12-04-h200-geometry.log, 32768 x 7168): two groups per

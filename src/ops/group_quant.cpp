@@ -122,8 +122,8 @@ std::array<std::uint32_t, 3> GroupQuant::grid(const QuantVariant& variant, std::
   std::uint64_t ctas = (m * groups + slots * items - 1) / (slots * items);
   if (variant.scales != QuantScales::row_major) {
     // Tiles of TILE_ROWS * ITEMS x TILE_GROUPS (the kernel's constants), over the padding of the packed layout too.
-    const std::uint64_t tile_rows = 8 * items;
-    const std::uint64_t tile_groups = slots / 8;
+    const std::uint64_t tile_rows = 4 * items;
+    const std::uint64_t tile_groups = slots / 4;
     const bool packed = variant.scales == QuantScales::ue8m0_packed;
     const std::uint64_t rows = packed ? padded_to_4(m) : m;
     const std::uint64_t span = packed ? (groups + 3) / 4 * 4 : groups;

@@ -126,7 +126,7 @@ class GroupQuant {
   static std::uint32_t items_per_slot(const QuantVariant& variant);
   /// The family kernel's grid for `(m, k)`, 1-D: with row-major scales
   /// ceil(m * G / (groups_per_cta * items_per_slot)) CTAs, flat over (row, group); with column-major
-  /// scales tiles of 8 * items_per_slot rows by groups_per_cta / 8 groups (over m padded to 4 and G
+  /// scales tiles of 4 * items_per_slot rows by groups_per_cta / 4 groups (over m padded to 4 and G
   /// padded to 4 for the packed layout, whose padding the tiles write as zeros).
   static std::array<std::uint32_t, 3> grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k);
 
