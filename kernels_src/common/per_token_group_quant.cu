@@ -272,13 +272,13 @@ extern "C" __global__ __launch_bounds__(THREADS, KILN_Q_MIN_CTAS) void per_token
     const char* x_group = static_cast<const char*>(x) + at[i].x_at * IN_BYTES;
 #pragma unroll
     for (unsigned w = 0; w < VECS; ++w) {
-      const unsigned at = element_of(w, lane);
+      const unsigned element = element_of(w, lane);
 #if KILN_Q_SILU
-      in[i][2 * w] = load_stream(x_group + at * IN_BYTES);
+      in[i][2 * w] = load_stream(x_group + element * IN_BYTES);
       // Why k elements on: the row is [gate, up], each k wide.
-      in[i][2 * w + 1] = load_stream(x_group + (static_cast<unsigned long long>(groups) * GROUP + at) * IN_BYTES);
+      in[i][2 * w + 1] = load_stream(x_group + (static_cast<unsigned long long>(groups) * GROUP + element) * IN_BYTES);
 #else
-      in[i][w] = load_stream(x_group + at * IN_BYTES);
+      in[i][w] = load_stream(x_group + element * IN_BYTES);
 #endif
     }
   }
