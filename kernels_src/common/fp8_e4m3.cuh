@@ -67,6 +67,19 @@ KILN_FP8_FN unsigned e4m3x2(float lo, float hi) {
 
 KILN_FP8_FN unsigned char e4m3(float v) { return static_cast<unsigned char>(e4m3x2(v, 0.0f)); }
 
+// max |f[j]| over N values, NaN dropped (fmaxf), for the twin's and the family's slices alike. A
+// tree, log2(N) maxima deep, where a loop made a chain of N - 1; fmaxf is associative and
+// commutative, so the value is the same. On the H200 the two time the same
+// (bench/results/2026-12-04-h200-kernels.md, section 8).
+template <unsigned N>
+KILN_FP8_FN float max_magnitude(const float* f) {
+  if constexpr (N == 1) {
+    return fabsf(f[0]);
+  } else {
+    return fmaxf(max_magnitude<N / 2>(f), max_magnitude<N - N / 2>(f + N / 2));
+  }
+}
+
 // The group scale from the NaN-free max |x| of the group (fmaxf drops NaN). __fdiv_rn, not `/`:
 // IEEE division whatever -prec-div / -use_fast_math say, so the bytes never depend on options.
 KILN_FP8_FN float group_scale(float absmax) { return __fdiv_rn(fmaxf(absmax, ABSMAX_EPS), E4M3_MAX); }

@@ -210,9 +210,7 @@ __device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], const P
 #endif
   }
 
-  float absmax = fabsf(f[0]);
-#pragma unroll
-  for (unsigned j = 1; j < EPT; ++j) absmax = fmaxf(absmax, fabsf(f[j]));
+  float absmax = kiln::fp8::max_magnitude<EPT>(f);
 #pragma unroll
   for (unsigned offset = LANES / 2; offset > 0; offset >>= 1)
     absmax = fmaxf(absmax, __shfl_xor_sync(mask, absmax, offset));

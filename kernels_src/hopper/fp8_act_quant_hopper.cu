@@ -55,9 +55,7 @@ __device__ __forceinline__ void quantize_run(const uint4 (&v)[HQ_VECS], unsigned
       f[w * HQ_VEC + 2 * j + 1] = kiln::fp8::bf16_high(words[j]);
     }
   }
-  float absmax = fabsf(f[0]);
-#pragma unroll
-  for (unsigned j = 1; j < HQ_RUN; ++j) absmax = fmaxf(absmax, fabsf(f[j]));
+  float absmax = kiln::fp8::max_magnitude<HQ_RUN>(f);
 #pragma unroll
   for (unsigned offset = HQ_LANES / 2; offset > 0; offset >>= 1)
     absmax = fmaxf(absmax, __shfl_xor_sync(mask, absmax, offset));
