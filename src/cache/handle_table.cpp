@@ -51,13 +51,15 @@ void HandleTable::retire(const std::vector<KernelHandle>& handles) noexcept {
 }
 
 LoadedKernel HandleTable::resolve(KernelHandle handle) const {
-  const ErrorContext context{"launch", {}, target_name_, {}, {}};
+  // Why built only on a refusal: resolve runs on every launch, and the context's strings are
+  // a measurable part of a launch's host time.
+  const auto context = [this] { return ErrorContext{"launch", {}, target_name_, {}, {}}; };
   if (!handle.loaded())
-    throw_error("kernel handle is 0: the kernel is unavailable on device " + std::to_string(device_), context);
+    throw_error("kernel handle is 0: the kernel is unavailable on device " + std::to_string(device_), context());
   const std::uint64_t index = index_of(handle);
   std::shared_lock lock(mutex_);
   if (handle.raw >> ID_SHIFT != id_ || index >= records_.size())
-    throw_error("handle was not returned by this backend (device " + std::to_string(device_) + ")", context);
+    throw_error("handle was not returned by this backend (device " + std::to_string(device_) + ")", context());
   const Record& record = records_[index];
   if (record.function == nullptr)
     throw_error("handle of '" + record.entry + "' in module '" + record.module + "' on device " +

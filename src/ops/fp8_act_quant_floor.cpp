@@ -81,7 +81,10 @@ void fp8_act_quant_note_verdict(bool requested, std::optional<Fp8HopperReject> r
                                 std::uint32_t k, std::uint32_t sm_count) {
   static std::array<std::atomic<bool>, FP8_VERDICT_SLOT_COUNT> printed{};
   const auto slot = fp8_act_quant_verdict_slot(requested, reject);
-  if (!slot || printed[*slot].exchange(true, std::memory_order_relaxed)) return;
+  // Why a load before the exchange: after the first launch every call finds the flag set, and a
+  // plain load keeps the per-launch path free of a read-modify-write on a shared line.
+  if (!slot || printed[*slot].load(std::memory_order_relaxed) || printed[*slot].exchange(true, std::memory_order_relaxed))
+    return;
   if (!reject)
     logger().info("fp8_act_quant: Hopper twin runs (first at m={}, k={})", m, k);
   else
