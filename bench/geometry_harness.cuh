@@ -48,8 +48,17 @@ static double copy_ceiling_gbps() {
   return 2.0 * copy_bytes / (median(ms_each) * 1e-3) / 1e9;
 }
 
+// Holds the stream for about `ns` nanoseconds of the GPU's clock.
+__global__ void harness_spin(unsigned long long ns) {
+  const unsigned long long start = clock64();
+  while (clock64() - start < ns * 2) {  // Why 2: about 2 clocks per ns at the H200's ~1.98 GHz
+  }
+}
+
 // Median microseconds per launch of `launch(set)`: batches of `per_batch` launches between events,
 // the buffer set rotating per batch (so no batch reads what the previous left in L2), warm-up dropped.
+// Why a spin ahead of each batch: the host needs a few us per launch, more than a small shape's
+// kernel; queued behind the spin, the batch's launches run back to back and the GPU time is timed.
 template <class Launch>
 static double median_us_per_launch(Launch launch, int sets, int batches = 30, int per_batch = 10) {
   cudaEvent_t e0, e1;
@@ -58,6 +67,7 @@ static double median_us_per_launch(Launch launch, int sets, int batches = 30, in
   std::vector<float> us;
   for (int i = 0; i < batches; ++i) {
     const int set = i % sets;
+    harness_spin<<<1, 1>>>(20000ull * per_batch);
     CHECK(cudaEventRecord(e0));
     for (int r = 0; r < per_batch; ++r) launch(set);
     CHECK(cudaEventRecord(e1));
