@@ -22,6 +22,32 @@ struct LaunchTimes {
   double graph_us = std::nan("");  ///< events around one replay of a graph of `batch` launches, divided
 };
 
+/// µs per launch over one batch of `enqueue` (which queues one launch on the stream it is given)
+/// between two events. Why no spin ahead: host cost per launch is what these rows are meant to show.
+template <class Enqueue>
+double batch_us(const BenchPlan& plan, GpuSession& gpu, Enqueue& enqueue) {
+  const CUevent start = gpu.event(0), stop = gpu.event(1);
+  gpu.record(start);
+  for (int i = 0; i < plan.decode_batch; ++i) enqueue(gpu.stream());
+  gpu.record(stop);
+  gpu.synchronize();
+  return 1e3 * gpu.elapsed_ms(start, stop) / plan.decode_batch;
+}
+
+/// Median over the reps of batch_us(arm) / batch_us(empty), the two batches of a rep back to back.
+/// Why paired: back to back, launches are host-bound, and the host's time per launch drifted by a
+/// quarter within one run (3.3 to 4.3 us for the same empty kernel); a ratio of neighbours cancels
+/// that drift, where two medians taken a minute apart carried it.
+template <class Arm, class Empty>
+double paired_batch_ratio(const BenchPlan& plan, GpuSession& gpu, Arm&& arm, Empty&& empty) {
+  std::vector<double> ratios;
+  for (int rep = 0; rep < plan.decode_reps; ++rep) {
+    const double arm_us = batch_us(plan, gpu, arm);
+    ratios.push_back(arm_us / batch_us(plan, gpu, empty));
+  }
+  return median(ratios);
+}
+
 /// µs per launch of `enqueue` (which queues one launch on the stream it is given), both ways.
 template <class Enqueue>
 LaunchTimes time_launches(const BenchPlan& plan, GpuSession& gpu, Enqueue&& enqueue) {
@@ -33,14 +59,7 @@ LaunchTimes time_launches(const BenchPlan& plan, GpuSession& gpu, Enqueue&& enqu
   for (int i = 0; i < plan.decode_batch; ++i) enqueue(stream);
   gpu.synchronize();
   std::vector<double> batch;
-  for (int rep = 0; rep < plan.decode_reps; ++rep) {
-    // Why no spin ahead: host cost per launch is what this row is meant to show.
-    gpu.record(start);
-    for (int i = 0; i < plan.decode_batch; ++i) enqueue(stream);
-    gpu.record(stop);
-    gpu.synchronize();
-    batch.push_back(1e3 * gpu.elapsed_ms(start, stop) / plan.decode_batch);
-  }
+  for (int rep = 0; rep < plan.decode_reps; ++rep) batch.push_back(batch_us(plan, gpu, enqueue));
   out.batch_us = median(batch);
 
   CUgraph graph = nullptr;
@@ -84,25 +103,13 @@ std::string ratio_text(double value) { return std::isnan(value) ? "-" : fixed(va
 void run_decode(const BenchPlan& plan, GpuSession& gpu, Report& report) {
   // Why raw calls: the empty kernel is the floor of any launch; kiln's own cost per launch is
   // measured on its own (launch overhead), and the arms below pay it.
-  const auto time_empty = [&](std::string_view entry, bool dependent) {
-    const CUfunction empty = gpu.function(BENCH_MODULE, entry);
-    return time_launches(plan, gpu, [&](CUstream stream) {
-      const void* x = nullptr;
-      void* q = nullptr;
-      float* scales = nullptr;
-      std::uint32_t k = ops::FP8_QUANT_GROUP;
-      void* args[] = {&x, &q, &scales, &k};
-      driver::check(gpu.api(),
-                    driver::launch_kernel(gpu.api(), empty, Dim3{1, 1, 1}, Dim3{ops::FP8_QUANT_GROUP, 1, 1}, 0, stream,
-                                          args, dependent),
-                    driver::launch_call_name(dependent));
-    });
-  };
-  const LaunchTimes empty_times = time_empty(BENCH_EMPTY, false);
   // PDL as kiln launches it here: plain where the device or driver has none (see LaunchOptions).
   const LaunchOptions pdl{true};
   const bool pdl_runs = gpu.backend().launches_dependent(pdl);
-  const LaunchTimes empty_pdl_times = time_empty(BENCH_EMPTY_PDL, pdl_runs);
+  const auto enqueue_empty = [&](CUstream stream) { launch_empty(gpu, stream, BENCH_EMPTY, false); };
+  const auto enqueue_empty_pdl = [&](CUstream stream) { launch_empty(gpu, stream, BENCH_EMPTY_PDL, pdl_runs); };
+  const LaunchTimes empty_times = time_launches(plan, gpu, enqueue_empty);
+  const LaunchTimes empty_pdl_times = time_launches(plan, gpu, enqueue_empty_pdl);
 
   Table table;
   table.id = "decode";
@@ -111,7 +118,8 @@ void run_decode(const BenchPlan& plan, GpuSession& gpu, Report& report) {
                 std::to_string(plan.decode_reps) +
                 "; arms through kiln's launch, the empty kernel (grid 1, block 128) raw; PDL: the picked arm "
                 "launched with programmatic dependent launch, against the empty kernel with the same "
-                "grid-dependency steps launched the same way";
+                "grid-dependency steps launched the same way; batch ratios: median over the reps of the arm's "
+                "batch over an empty kernel's batch run right after it";
   table.columns = {"M",          "K",    "shared batch",     "shared graph",     "twin batch", "twin graph",
                    "pick",       "pick/empty batch", "pick/empty graph", "pick PDL batch", "pick PDL graph",
                    "PDL/empty PDL batch"};
@@ -140,13 +148,17 @@ void run_decode(const BenchPlan& plan, GpuSession& gpu, Report& report) {
       const LaunchTimes twin = gpu.quant().twin_present() ? arm(true) : LaunchTimes{};
       const bool pick_twin = gpu.quant().pick(m, k).twin;
       const LaunchTimes& picked = pick_twin ? twin : shared;
-      const double batch_ratio = picked.batch_us / empty_times.batch_us;
+      const KernelHandle picked_handle = pick_twin ? gpu.quant().hopper() : gpu.quant().shared();
+      const auto enqueue_picked = [&](CUstream stream) {
+        launch_quant(gpu, picked_handle, pick_twin, m, k, buffers.next(), stream);
+      };
+      const auto enqueue_picked_pdl = [&](CUstream stream) {
+        launch_quant(gpu, picked_handle, pick_twin, m, k, buffers.next(), stream, pdl);
+      };
+      const double batch_ratio = paired_batch_ratio(plan, gpu, enqueue_picked, enqueue_empty);
       const double graph_ratio = picked.graph_us / empty_times.graph_us;
-      const LaunchTimes picked_pdl = time_launches(plan, gpu, [&](CUstream stream) {
-        launch_quant(gpu, pick_twin ? gpu.quant().hopper() : gpu.quant().shared(), pick_twin, m, k, buffers.next(),
-                     stream, pdl);
-      });
-      const double pdl_ratio = picked_pdl.batch_us / empty_pdl_times.batch_us;
+      const LaunchTimes picked_pdl = time_launches(plan, gpu, enqueue_picked_pdl);
+      const double pdl_ratio = paired_batch_ratio(plan, gpu, enqueue_picked_pdl, enqueue_empty_pdl);
       const std::string shape = std::to_string(m) + " x " + std::to_string(k);
       if (pdl_ratio > worst_pdl) {
         worst_pdl = pdl_ratio;

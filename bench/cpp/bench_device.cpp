@@ -8,6 +8,7 @@
 #include "bench_stats.hpp"
 #include "cache/module_provider.hpp"
 #include "driver/driver_check.hpp"
+#include "driver/kernel_launch.hpp"
 #include "jit/compiler.hpp"
 #include "kiln/error.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
@@ -235,6 +236,23 @@ double copy_us(GpuSession& gpu, double moved, int launches) {
                       "cuMemcpyDtoDAsync");
       },
       launches, "a copy of " + std::to_string(bytes) + " bytes");
+}
+
+void launch_empty(GpuSession& gpu, CUstream stream, std::string_view entry, bool dependent) {
+  const CUfunction empty = gpu.function(BENCH_MODULE, entry);
+  const void* x = nullptr;
+  void* q = nullptr;
+  float* scales = nullptr;
+  std::uint32_t k = ops::FP8_QUANT_GROUP;
+  void* args[] = {&x, &q, &scales, &k};
+  driver::check(gpu.api(),
+                driver::launch_kernel(gpu.api(), empty, Dim3{1, 1, 1}, Dim3{ops::FP8_QUANT_GROUP, 1, 1}, 0, stream,
+                                      args, dependent),
+                driver::launch_call_name(dependent));
+}
+
+double empty_us(GpuSession& gpu, int launches) {
+  return time_launches_us(gpu, [&] { launch_empty(gpu, gpu.stream(), BENCH_EMPTY, false); }, launches, "the empty kernel");
 }
 
 }  // namespace kiln::bench

@@ -117,5 +117,10 @@ double time_launches_us(GpuSession& gpu, const std::function<void()>& launch_onc
 /// time_launches_us and rotated over 2x L2 the same way: the ceiling at that size, which launch,
 /// ramp-up and drain put below the 4 GiB copy's.
 double copy_us(GpuSession& gpu, double moved, int launches);
+/// One launch of the benchmark's empty kernel `entry` (BENCH_EMPTY or BENCH_EMPTY_PDL; grid 1,
+/// block 128, the quantizer's first four arguments, all null) on `stream`, raw; throws on failure.
+void launch_empty(GpuSession& gpu, CUstream stream, std::string_view entry, bool dependent);
+/// Median µs of the empty kernel, timed as time_launches_us: the floor under every arm's time.
+double empty_us(GpuSession& gpu, int launches);
 
 }  // namespace kiln::bench

@@ -130,6 +130,9 @@ void arms_table(const BenchPlan& plan, GpuSession& gpu, const Ceiling& ceiling, 
   table.columns = {"M",          "K",       "MB",        "shared us", "shared GB/s", "shared %ceil",
                    "twin us",    "twin GB/s", "twin %ceil", "copy us", "copy %ceil", "twin/copy",
                    "pick",       "faster",    "agree"};
+  // Why an empty kernel here too: the small shapes' times are mostly launch and ramp, which move
+  // between runs and machines; this is the floor under them in the same run, timed the same way.
+  const double empty = empty_us(gpu, plan.arm_launches);
   std::vector<ArmPair> pairs;
   for (std::uint32_t m : arm_ms())
     for (std::uint32_t k : arm_ks()) {
@@ -153,7 +156,9 @@ void arms_table(const BenchPlan& plan, GpuSession& gpu, const Ceiling& ceiling, 
                         (ops::fp8_act_quant_hopper_enabled() ? "on" : "off") + ") chose the faster arm at " +
                         std::to_string(agreeing) + " of " + std::to_string(pairs.size()) +
                         " shapes (3% counts as a tie)");
+  table.notes.push_back("the empty kernel (grid 1, block 128), timed the same way: " + fixed(empty, 2) + " us");
   report.add(std::move(table));
+  report.add_target({"empty kernel, timed as the arms", fixed(empty, 2) + " us", "(report)", std::nullopt, {{"us", empty}}});
 
   if (!gpu.quant().twin_present()) {
     report.add_target({"twin bandwidth targets", "no twin in this image (" + gpu.backend().target()->name() + ")",
