@@ -5,6 +5,9 @@
 // driver (the fake one, with a real driver's CUBIN arch check in front); NVRTC is never loaded.
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 
@@ -12,8 +15,10 @@
 #include "cache/cache_path.hpp"
 #include "cache/disk/disk_cache.hpp"
 #include "cache/module_provider.hpp"
+#include "cache/prefetch.hpp"
 #include "driver/cuda_backend.hpp"
 #include "fake_driver.hpp"
+#include "hostile_support.hpp"
 #include "image_check.hpp"
 #include "jit/compiler.hpp"
 #include "jit/nvrtc.hpp"
@@ -111,3 +116,56 @@ TEST_CASE("NVRTC present, KILN_JIT on: a bundle holding this device's binaries i
   CHECK_FALSE(nvrtc_load_attempted());
   CHECK_FALSE(nvrtc_mapped());
 }
+
+// Hidden ([.]): a meson test of its own runs it alone, in a process that can see NVRTC and has not
+// used its disk cache yet, so the folder it makes here is the process's disk cache.
+TEST_CASE("NVRTC present: a disk cache holding this device's binaries from this NVRTC build picks the target without "
+          "loading NVRTC",
+          "[.][warm_disk]") {
+  REQUIRE(nvrtc_location().has_value());
+  char folder[] = "/tmp/kiln-warm-disk-XXXXXX";
+  REQUIRE(::mkdtemp(folder) != nullptr);
+  REQUIRE(::setenv("KILN_CACHE_DIR", folder, 1) == 0);
+  REQUIRE(::unsetenv("KILN_CACHE_PATH") == 0);
+  const auto disk = process_disk_cache();
+  REQUIRE(disk->status().mode == DiskCacheMode::read_write);
+  FakeDriver::instance().reset();
+  const driver::DriverApi api = FakeDriver::instance().api();
+  const auto backend_now = [&] {
+    return std::make_unique<CudaBackend>(api, 0, make_module_provider(disk, Compiler(false)), default_target_choice, false);
+  };
+  // What a warm process finds: every module sm_90a carries, stored under the key this NVRTC build gives.
+  const Target sm90a{{9, 0}, true, OutputKind::cubin};
+  const std::vector<std::string> options = Compiler(false).options(sm90a);
+  const auto modules = carried_modules(sm90a);
+  REQUIRE(modules.size() >= 2);
+  for (const KernelSource* source : modules) {
+    const CacheKey key = module_cache_key(*source, sm90a, options);
+    CHECK_FALSE(disk->holds(key, source->module, sm90a));
+    disk->store(key, test::fake_compiled(*source, sm90a));
+    CHECK(disk->holds(key, source->module, sm90a));
+  }
+  auto backend = backend_now();
+  REQUIRE(backend->available());
+  REQUIRE(backend->target().has_value());
+  CHECK(backend->target()->name() == "sm_90a");
+  CHECK_THAT(backend->target_reason(), Catch::StartsWith("the disk cache holds its binaries"));
+  const auto quant = ops::Fp8ActQuant::resolve(*backend);
+  CHECK(quant.shared().loaded());
+  CHECK(quant.twin_present());
+  CHECK(disk->counters().disk_hits == modules.size());
+  CHECK_FALSE(nvrtc_load_attempted());
+  CHECK_FALSE(nvrtc_mapped());
+
+  // One module missing: the disk cache no longer answers for the target, NVRTC's arch list does.
+  disk->evict(module_cache_key(*modules.back(), sm90a, options), modules.back()->module, sm90a);
+  backend.reset();
+  backend = backend_now();
+  REQUIRE(backend->target().has_value());
+  CHECK(backend->target()->name() == "sm_90a");
+  CHECK_THAT(backend->target_reason(), !Catch::Contains("disk cache"));
+  CHECK(nvrtc_load_attempted());
+  CHECK(disk->clear() >= modules.size() - 1);
+  CHECK(::rmdir(folder) == 0);
+}
+

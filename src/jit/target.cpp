@@ -137,7 +137,7 @@ TargetChoice select_target_without_compiler(ComputeCapability device, const std:
   if (device.major <= 0 || device.major > 99 || device.minor < 0 || device.minor > 9)
     return {std::nullopt, "the device's compute capability " + cc_text(device) + " is not valid"};
   const Target target = cubin_target(device.number());
-  return {target, why + ": exact-arch CUBIN " + target.name() + " from the cache layers (what kiln pack and kiln warm "
+  return {target, why + ": exact-arch CUBIN " + target.name() + " from cached binaries (what kiln pack and kiln warm "
                         "build for this device)"};
 }
 

@@ -4,6 +4,7 @@
 #include <ctime>
 #include <unordered_set>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/log.hpp"
@@ -124,6 +125,12 @@ std::optional<CompiledModule> DiskCache::lookup(const CacheKey& key, const std::
       break;
   }
   return compiled_module_of(read.view, target);
+}
+
+bool DiskCache::holds(const CacheKey& key, const std::string& module, const Target& target) const {
+  if (mode_ != DiskCacheMode::read_write) return false;
+  struct stat info {};
+  return ::fstatat(dir_fd_, entry_name(key, module, target).c_str(), &info, 0) == 0 && S_ISREG(info.st_mode);
 }
 
 std::optional<CompiledModule> DiskCache::load(const CacheKey& key, const std::string& module, const Target& target) {

@@ -137,6 +137,10 @@ class DiskCache {
   /// Counts one hit or miss.
   std::optional<CompiledModule> load(const CacheKey& key, const std::string& module, const Target& target);
 
+  /// Whether the entry file of `key` exists (read_write mode only), neither read nor verified:
+  /// enough to tell which target this NVRTC build compiled before; load() verifies what it reads.
+  bool holds(const CacheKey& key, const std::string& module, const Target& target) const;
+
   /// Publishes `module` under `key`, then runs an eviction pass. Never throws; a failure is
   /// counted and warned about once per DiskCache.
   void store(const CacheKey& key, const CompiledModule& module);
