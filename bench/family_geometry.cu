@@ -106,7 +106,7 @@ Launch geometry(unsigned m, unsigned k) {
   const unsigned groups = k / BENCH_GROUP;
 #if KILN_BENCH_KERNEL == 0
   unsigned long long ctas;
-  if (COLUMN_SCALES) {
+  if (TILED) {
     const unsigned long long rows = PACKED ? (m + 3ull) / 4 * 4 : m;
     const unsigned long long span = PACKED ? (groups + 3ull) / 4 * 4 : groups;
     ctas = (rows + TILE_ROWS * ITEMS - 1) / (TILE_ROWS * ITEMS) * ((span + TILE_GROUPS - 1) / TILE_GROUPS);

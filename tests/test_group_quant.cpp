@@ -99,6 +99,10 @@ TEST_CASE("the family grid covers every group, and the packed layout's padding w
   silu.silu_and_mul = true;  // bound by its arithmetic: one group per slot
   CHECK(GroupQuant::items_per_slot(silu) == 1);
   CHECK(GroupQuant::grid(silu, 32768, 7168) == std::array<std::uint32_t, 3>{57344, 1, 1});
+  // SiLU takes tiles of 4 rows x 8 groups whatever the scales: one row of 56 groups is 7 tiles,
+  // where the flat grid of 32 groups per CTA would be 2 CTAs.
+  CHECK(GroupQuant::grid(silu, 1, 7168) == std::array<std::uint32_t, 3>{7, 1, 1});
+  CHECK(GroupQuant::grid(silu, 5, 7168) == std::array<std::uint32_t, 3>{14, 1, 1});
   QuantVariant small{};
   small.group = 32;  // 2 lanes: 128 groups per CTA
   CHECK(GroupQuant::groups_per_cta(small) == 128);

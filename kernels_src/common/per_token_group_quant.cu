@@ -13,11 +13,12 @@
 //
 // Geometry: 256-thread CTAs on a 1-D grid; each group has LANES threads and each thread owns EPT
 // contiguous elements (two adjacent 16-byte loads of every operand, one store of their codes). With
-// row-major scales the grid is flat over every (row, group) pair, groups fastest, so consecutive
-// CTAs stream consecutive memory. With column-major scales a CTA takes a tile of 4 rows by
-// TILE_GROUPS groups, rows fastest, so its scale stores fill 16-byte runs of a scale column instead
-// of one scattered 4-byte store per group (which cost up to a third of the bandwidth at group 32),
-// while each row still reads TILE_GROUPS consecutive groups. The numerics are
+// row-major scales and no SiLU the grid is flat over every (row, group) pair, groups fastest, so
+// consecutive CTAs stream consecutive memory. With column-major scales, or SiLU (TILED), a CTA
+// takes a tile of 4 rows by TILE_GROUPS groups, rows fastest, so column-major scale stores fill
+// 16-byte runs of a scale column instead of one scattered 4-byte store per group (which cost up to
+// a third of the bandwidth at group 32), while each row still reads TILE_GROUPS consecutive
+// groups. The numerics are
 // the shared kernel's (fp8_e4m3.cuh) plus quant_numerics.cuh; the host reference compiles both.
 //
 // Needs x 16-byte aligned with a row stride (in elements) whose bytes are a multiple of 16, q
@@ -43,6 +44,15 @@ constexpr unsigned GROUPS_PER_CTA = THREADS / LANES;
 static_assert(GROUP % EPT == 0 && LANES >= 2 && LANES <= 16, "a group spans 2..16 lanes of one warp");
 constexpr float QMAX = KILN_Q_OUT == 1 ? kiln::quant::INT8_MAX_CODE : kiln::fp8::E4M3_MAX;
 constexpr bool COLUMN_SCALES = KILN_Q_SCALES != 0;
+// Whether CTAs take tiles of rows by groups (locate) instead of runs of the flat grid: with
+// column-major scales, and with SiLU whatever the scales. Why SiLU: on the tiles its row-major
+// variants gained 3-9 points of the copy ceiling at every shape with M*K >= 32M, the same bytes
+// (bf16 group 128: 85 -> 92% at 32768 x 7168, 82 -> 88% at 8192 x 7168; group 32 78 -> 86%;
+// int8 79 -> 84%; 2026-12-04-h200-silu-tiled.log). bench/family_geometry.sh overrides it.
+#ifndef KILN_Q_TILED
+#define KILN_Q_TILED (COLUMN_SCALES || KILN_Q_SILU)
+#endif
+constexpr bool TILED = KILN_Q_TILED;
 constexpr bool PACKED = KILN_Q_SCALES == 3;
 // Rows per tile (kiln::ops::GroupQuant::grid). Why 4 and not 8 (one whole 32-byte sector of fp32
 // scales): longer runs of each row's input won over fuller scale sectors, by 0.4-1.8 points of the
@@ -160,9 +170,9 @@ struct Place {
   unsigned g;
 };
 
-// Where this thread's slot's item `item` (0 .. ITEMS-1) lies: false past the end. Row-major
-// scales: the flat grid over every (row, group) pair, groups fastest, items GROUPS_PER_CTA apart.
-// Column-major: a tile of TILE_ROWS * ITEMS rows by TILE_GROUPS groups, rows fastest, items
+// Where this thread's slot's item `item` (0 .. ITEMS-1) lies: false past the end. Flat: the grid
+// over every (row, group) pair, groups fastest, items GROUPS_PER_CTA apart. Tiled (TILED): a tile
+// of TILE_ROWS * ITEMS rows by TILE_GROUPS groups, rows fastest, items
 // TILE_ROWS rows apart; the packed layout's tiles also cover its padding (rows up to m padded to 4,
 // groups up to a whole word), which they write as zeros so a TMA load of the tile reads no garbage.
 // Why no division for dense rows without SiLU: there x_at is flat * GROUP, as in the twin, and a
@@ -171,7 +181,7 @@ struct Place {
 // 2026-12-04-h200-family-dense.log).
 __device__ __forceinline__ bool locate(unsigned item, unsigned slot, unsigned lane, unsigned long long m, unsigned groups,
                                        unsigned long long row_stride, unsigned scale_rows, void* scales, Place& at) {
-  if constexpr (COLUMN_SCALES) {
+  if constexpr (TILED) {
     const unsigned span = PACKED ? (groups + 3) / 4 * 4 : groups;
     const unsigned group_tiles = (span + TILE_GROUPS - 1) / TILE_GROUPS;
     at.row = (static_cast<unsigned long long>(blockIdx.x / group_tiles) * ITEMS + item) * TILE_ROWS + slot % TILE_ROWS;

@@ -120,8 +120,9 @@ std::array<std::uint32_t, 3> GroupQuant::grid(const QuantVariant& variant, std::
   const std::uint64_t items = items_per_slot(variant);
   const std::uint64_t groups = groups_of(variant, k);
   std::uint64_t ctas = (m * groups + slots * items - 1) / (slots * items);
-  if (variant.scales != QuantScales::row_major) {
-    // Tiles of TILE_ROWS * ITEMS x TILE_GROUPS (the kernel's constants), over the padding of the packed layout too.
+  if (variant.scales != QuantScales::row_major || variant.silu_and_mul) {
+    // Tiles of TILE_ROWS * ITEMS x TILE_GROUPS (the kernel's constants and its TILED), over the
+    // padding of the packed layout too.
     const std::uint64_t tile_rows = 4 * items;
     const std::uint64_t tile_groups = slots / 4;
     const bool packed = variant.scales == QuantScales::ue8m0_packed;
