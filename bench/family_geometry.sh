@@ -66,6 +66,15 @@ configs=(
   "silu32row_i2_occ4_tiled:$(family 0 32 0 0 0 1) -DKILN_Q_ITEMS=2 -DKILN_Q_MIN_CTAS=4 -DKILN_Q_TILED=1"
   "int8silu128row_i1_occ8:$(family 0 128 1 0 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
   "int8silu128row_i1_occ8_tiled:$(family 0 128 1 0 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8 -DKILN_Q_TILED=1"
+  # SiLU with column-major or packed scales spills 4-16 bytes at 32 registers (8 CTAs); 6 CTAs allow
+  # 40 and spill nothing, but took 0-3 points less (packed +1-2 at M = 32768 only; 2026-12-04
+  # silu-occupancy.log): the spill costs less than the occupancy.
+  "silu128col_i1_occ8:$(family 0 128 0 1 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
+  "silu128col_i1_occ6:$(family 0 128 0 1 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=6"
+  "silu128packed_i1_occ8:$(family 0 128 0 3 1 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
+  "silu128packed_i1_occ6:$(family 0 128 0 3 1 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=6"
+  "int8silu64col_i1_occ8:$(family 0 64 1 1 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
+  "int8silu64col_i1_occ6:$(family 0 64 1 1 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=6"
 )
 # FAMILY_GEOMETRY_ONLY: an extended regular expression; only the configurations it matches.
 if [ -n "${FAMILY_GEOMETRY_ONLY:-}" ]; then
