@@ -75,6 +75,19 @@ configs=(
   "silu128packed_i1_occ6:$(family 0 128 0 3 1 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=6"
   "int8silu64col_i1_occ8:$(family 0 64 1 1 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
   "int8silu64col_i1_occ6:$(family 0 64 1 1 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=6"
+  # The shipped geometry (no overrides), for A/B runs of a numerics change against an older tree:
+  # the variants whose per-element arithmetic the quantize step dominates.
+  "ship_silu128row:$(family 0 128 0 0 0 1)"
+  "ship_silu128col:$(family 0 128 0 1 0 1)"
+  "ship_silu128packed:$(family 0 128 0 3 1 1)"
+  "ship_silu128colue8m0:$(family 0 128 0 1 1 1)"
+  "ship_int8silu128row:$(family 0 128 1 0 0 1)"
+  "ship_int8silu128col:$(family 0 128 1 1 0 1)"
+  "ship_int8silu32row:$(family 0 32 1 0 0 1)"
+  "ship_packed32:$(family 0 32 0 3 1 0)"
+  "ship_int8row128:$(family 0 128 1 0 0 0)"
+  "ship_int8col32:$(family 0 32 1 1 0 0)"
+  "ship_col128:$(family 0 128 0 1 0 0)"
 )
 # FAMILY_GEOMETRY_ONLY: an extended regular expression; only the configurations it matches.
 if [ -n "${FAMILY_GEOMETRY_ONLY:-}" ]; then

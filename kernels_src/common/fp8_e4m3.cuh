@@ -67,14 +67,30 @@ KILN_FP8_FN unsigned e4m3x2(float lo, float hi) {
 
 KILN_FP8_FN unsigned char e4m3(float v) { return static_cast<unsigned char>(e4m3x2(v, 0.0f)); }
 
+// max(a, b), NaN when either is: max.NaN from sm_80; elsewhere (nvcc's host pass included) the
+// same value from fmaxf and a NaN test.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+KILN_FP8_FN float fmax_keeping_nan(float a, float b) {
+  float m;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(a), "f"(b));
+  return m;
+}
+#else
+KILN_FP8_FN float fmax_keeping_nan(float a, float b) { return a != a || b != b ? a + b : fmaxf(a, b); }
+#endif
+
 // max |f[j]| over N values, NaN dropped (fmaxf), for the twin's and the family's slices alike. A
 // tree, log2(N) maxima deep, where a loop made a chain of N - 1; fmaxf is associative and
 // commutative, so the value is the same. On the H200 the two time the same
 // (bench/results/2026-12-04-h200-kernels.md, section 8).
-template <unsigned N>
+// KEEP_NAN: NaN when any f[j] is NaN (max.NaN, sm_80 and later), for kernels that skip the
+// NaN-to--448 clamp on groups without NaN (e4m3x2_group's NAN_FREE).
+template <unsigned N, bool KEEP_NAN = false>
 KILN_FP8_FN float max_magnitude(const float* f) {
   if constexpr (N == 1) {
     return fabsf(f[0]);
+  } else if constexpr (KEEP_NAN) {
+    return fmax_keeping_nan(max_magnitude<N / 2, true>(f), max_magnitude<N - N / 2, true>(f + N / 2));
   } else {
     return fmaxf(max_magnitude<N / 2>(f), max_magnitude<N - N / 2>(f + N / 2));
   }
@@ -95,13 +111,18 @@ KILN_FP8_FN float clamped_ratio(float x, float scale) { return clamp_ratio(__fdi
 // clamped_ratio). What it guarantees is the e4m3 code, not the float: over every bf16 pair with
 // |x| <= absmax (1.07 G ratios) about 3.5 M floats differ from IEEE x / scale, all of them
 // smaller than 2^-71 in magnitude, where both round to a signed e4m3 zero (the smallest e4m3
-// subnormal is 2^-9); copysignf keeps the sign of a quotient that underflows to zero, which the
-// code carries. bench/twin_geometry.cu checks every (absmax, x) pair of bf16 values on the GPU (0
-// codes differ), tests/test_fp8_reference.cpp on the CPU.
+// subnormal is 2^-9). bench/twin_geometry.cu checks every (absmax, x) pair of bf16 values on the
+// GPU (0 codes differ), tests/test_fp8_reference.cpp on the CPU.
+// Why the residual is taken negated (first * scale - x) and added back times -recip: the values
+// are the same as x - first * scale and residual * recip (round-to-nearest is symmetric), and the
+// negations are free operand modifiers, and the zero signs come out right: for x = -0 the last
+// step is (+0 * -recip) + -0 = -0, where the plain order gave (+0 * recip) + -0 = +0 and needed a
+// copysign, one more instruction per element. A non-zero x never sums to an exact zero (the sum
+// is x / scale to within an ulp, and a sum that underflows keeps its sign).
 KILN_FP8_FN float ratio_by_reciprocal(float x, float scale, float recip) {
   const float first = __fmul_rn(x, recip);
-  const float residual = __fmaf_rn(-first, scale, x);
-  return copysignf(__fmaf_rn(residual, recip, first), x);
+  const float negated_residual = __fmaf_rn(first, scale, -x);
+  return __fmaf_rn(negated_residual, -recip, first);
 }
 
 // A group's scale with its reciprocal, for kernels that divide many elements by it.
@@ -119,18 +140,34 @@ KILN_FP8_FN GroupDivisor divisor_of_scale(float scale) {
 }
 KILN_FP8_FN GroupDivisor group_divisor(float absmax) { return divisor_of_scale(group_scale(absmax)); }
 
+// x / scale for one element of a group. EXACT_RECIPROCAL: the scale is a power of two (UE8M0
+// scales are), so its reciprocal 2^-e is exact (a normal float, or 2^-127 as a subnormal, for
+// every scale from 2^-33 to 2^127) and x * recip is x / scale rounded once: one product instead of
+// ratio_by_reciprocal's product and two fma, for the same bits, the zero's sign included.
+template <bool EXACT_RECIPROCAL>
+KILN_FP8_FN float group_ratio(float x, const GroupDivisor& d) {
+  if constexpr (EXACT_RECIPROCAL) {
+    return __fmul_rn(x, d.recip);
+  } else {
+    return ratio_by_reciprocal(x, d.scale, d.recip);
+  }
+}
+
 // The e4m3 codes of PAIRS element pairs of one group, two per 16-bit value (e4m3x2's order): the
 // codes clamped_ratio gives. Why the finite-scale test once for the whole slice: tested per pair
 // (the group-uniform branch of before) it cost a convergence barrier and two branches per pair in
 // the SASS, 4 instructions on 14. Why only the lower clamp: it is what maps NaN to -448 (fmaxf
 // drops NaN); cvt.rn.satfinite and e4m3_from_bits saturate the upper end to 448 themselves.
-template <unsigned PAIRS>
+// NAN_FREE: the caller knows no f[j] is NaN, so no clamp at all (with a finite scale every ratio is
+// finite, and the conversion saturates both ends).
+template <unsigned PAIRS, bool EXACT_RECIPROCAL = false, bool NAN_FREE = false>
 KILN_FP8_FN void e4m3x2_group(const float* f, const GroupDivisor& d, unsigned* pairs) {
+  const auto nan_to_lowest = [](float ratio) { return NAN_FREE ? ratio : fmaxf(ratio, -E4M3_MAX); };
   if (d.finite) {
 #pragma unroll
     for (unsigned j = 0; j < PAIRS; ++j)
-      pairs[j] = e4m3x2(fmaxf(ratio_by_reciprocal(f[2 * j], d.scale, d.recip), -E4M3_MAX),
-                        fmaxf(ratio_by_reciprocal(f[2 * j + 1], d.scale, d.recip), -E4M3_MAX));
+      pairs[j] = e4m3x2(nan_to_lowest(group_ratio<EXACT_RECIPROCAL>(f[2 * j], d)),
+                        nan_to_lowest(group_ratio<EXACT_RECIPROCAL>(f[2 * j + 1], d)));
   } else {
 #pragma unroll
     for (unsigned j = 0; j < PAIRS; ++j) pairs[j] = e4m3x2(clamped_ratio(f[2 * j], d.scale), clamped_ratio(f[2 * j + 1], d.scale));

@@ -94,6 +94,14 @@ constexpr unsigned TILE_GROUPS = GROUPS_PER_CTA / TILE_ROWS;
 #endif
 #endif
 constexpr unsigned ITEMS = KILN_Q_ITEMS;
+// From sm_90 (where it was measured; older GPUs keep the clamp), a group without NaN skips the
+// NaN-to-lowest clamp of its codes: one instruction per element fewer, the same bytes, 2 points
+// of the copy ceiling without SiLU (2026-12-04-h200-quant-step-2.log) and 2-4 with it (-3.log).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define KILN_Q_NAN_FREE_PATH 1
+#else
+#define KILN_Q_NAN_FREE_PATH 0
+#endif
 // Lane `lane` owns elements [lane * EPT, lane * EPT + EPT) of its group and stores their codes at
 // once (SGLang's mapping), with loads that allocate in L1 (load_stream). Against each load
 // instruction reading a contiguous 16 * LANES-byte run with L1::no_allocate, this took bf16 row-major
@@ -135,28 +143,48 @@ __device__ __forceinline__ void unpack(const uint4& v, float* f) {
 }
 
 #if KILN_Q_OUT == 1
-// The int8 codes of N element pairs of one group, two per 16-bit value (`lo` at the lower
-// address): truncation of the ratio clamped to [-128, 127], NaN to -128 (kiln::quant's clamp_to
-// and int8_code). Why the finite-scale test once for the slice and cvt.rzi.sat.s8 for the upper
-// clamp: as kiln::fp8::e4m3x2_group, fewer instructions per element for the same codes.
-__device__ __forceinline__ unsigned int8_code_saturating(float ratio) {
-  int code;
-  asm("cvt.rzi.sat.s8.f32 %0, %1;" : "=r"(code) : "f"(fmaxf(ratio, kiln::quant::INT8_MIN_CODE)));
-  return static_cast<unsigned>(code) & 0xffu;
+// The int8 codes of a group's elements, four to a word (the lowest address in the low byte):
+// truncation toward zero of the ratio clamped to [-128, 127], NaN to -128, as vLLM's int8 path
+// and the CPU reference (src/ops/group_quant_reference.cpp) convert. fmaxf gives the lower clamp
+// and maps NaN to -128, cvt.rzi.s32 truncates (a ratio past 2^31 saturates), and cvt.pack.sat.s8
+// clamps the upper end while it packs two codes and shifts in the word's other half: two packs per
+// four codes, where a per-code saturating convert needed a mask and a byte permute per code too
+// (2026-12-04-h200-quant-step-1.log). Why the finite-scale test once for the slice: as
+// kiln::fp8::e4m3x2_group. NAN_FREE: the ratio is not NaN, so it is above -128: no clamp.
+template <bool NAN_FREE>
+__device__ __forceinline__ int truncated_from_floor(float ratio) {
+  int truncated;
+  asm("cvt.rzi.s32.f32 %0, %1;" : "=r"(truncated) : "f"(NAN_FREE ? ratio : fmaxf(ratio, kiln::quant::INT8_MIN_CODE)));
+  return truncated;
 }
 
-template <unsigned N>
-__device__ __forceinline__ void int8x2_group(const float* f, const kiln::fp8::GroupDivisor& d, unsigned* pairs) {
+// {high_half[15:0], sat(hi), sat(lo)}: lo in the low byte.
+__device__ __forceinline__ unsigned int8x2_saturating(int lo, int hi, unsigned high_half) {
+  unsigned packed;
+  asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, %3;" : "=r"(packed) : "r"(hi), "r"(lo), "r"(high_half));
+  return packed;
+}
+
+// Four codes in one word, `a` in the low byte.
+__device__ __forceinline__ unsigned int8x4_saturating(int a, int b, int c, int d) {
+  return int8x2_saturating(a, b, int8x2_saturating(c, d, 0u));
+}
+
+// Why each word is packed as soon as its four codes exist: holding all of a slice's truncated codes
+// first spilled 48 bytes at 32 registers (SiLU with column-major scales) instead of 16. NAN_FREE as
+// kiln::fp8::e4m3x2_group's; an infinite scale still clamps (inf / inf is NaN).
+template <unsigned N, bool EXACT_RECIPROCAL, bool NAN_FREE>
+__device__ __forceinline__ void int8x4_group(const float* f, const kiln::fp8::GroupDivisor& d, unsigned* words) {
   if (d.finite) {
+    const auto code = [&](float x) { return truncated_from_floor<NAN_FREE>(kiln::fp8::group_ratio<EXACT_RECIPROCAL>(x, d)); };
 #pragma unroll
     for (unsigned j = 0; j < N; ++j)
-      pairs[j] = int8_code_saturating(kiln::fp8::ratio_by_reciprocal(f[2 * j], d.scale, d.recip)) |
-                 (int8_code_saturating(kiln::fp8::ratio_by_reciprocal(f[2 * j + 1], d.scale, d.recip)) << 8);
+      words[j] = int8x4_saturating(code(f[4 * j]), code(f[4 * j + 1]), code(f[4 * j + 2]), code(f[4 * j + 3]));
   } else {
+    const auto code = [&](float x) { return truncated_from_floor<false>(__fdiv_rn(x, d.scale)); };
 #pragma unroll
     for (unsigned j = 0; j < N; ++j)
-      pairs[j] = int8_code_saturating(__fdiv_rn(f[2 * j], d.scale)) |
-                 (int8_code_saturating(__fdiv_rn(f[2 * j + 1], d.scale)) << 8);
+      words[j] = int8x4_saturating(code(f[4 * j]), code(f[4 * j + 1]), code(f[4 * j + 2]), code(f[4 * j + 3]));
   }
 }
 #endif
@@ -202,8 +230,58 @@ __device__ __forceinline__ bool locate(unsigned item, unsigned slot, unsigned la
   }
 }
 
-// One group's slice: the group max over its LANES lanes (`mask`), the scale, the codes and, from
-// lane 0, the scale in its layout. `in` holds the slice's loads (with SiLU, gate then up per vector).
+// The scale and the codes of one group from its slice f, whose group max over the LANES lanes is
+// `absmax`; lane 0 stores the scale in its layout. NAN_FREE: no f[j] of the group is NaN.
+template <bool NAN_FREE>
+__device__ __forceinline__ void finish_group(const float* f, float absmax, const Place& at, unsigned lane,
+                                             unsigned scale_rows, float eps, unsigned char* q, void* scales) {
+  float scale = __fdiv_rn(fmaxf(absmax, eps), QMAX);
+#if KILN_Q_UE8M0
+  scale = kiln::quant::ue8m0_scale(scale);
+#endif
+  const kiln::fp8::GroupDivisor divisor = kiln::fp8::divisor_of_scale(scale);
+
+  unsigned words[EPT / 4];
+#if KILN_Q_OUT == 1
+  int8x4_group<EPT / 4, KILN_Q_UE8M0 != 0, NAN_FREE>(f, divisor, words);
+#else
+  unsigned pairs[EPT / 2];
+  kiln::fp8::e4m3x2_group<EPT / 2, KILN_Q_UE8M0 != 0, NAN_FREE>(f, divisor, pairs);
+#pragma unroll
+  for (unsigned j = 0; j < EPT / 4; ++j) words[j] = pairs[2 * j] | (pairs[2 * j + 1] << 16);
+#endif
+  unsigned char* q_group = q + at.flat * GROUP + lane * EPT;
+  if constexpr (VEC == 8) {
+    *reinterpret_cast<uint4*>(q_group) = make_uint4(words[0], words[1], words[2], words[3]);
+  } else {
+    *reinterpret_cast<uint2*>(q_group) = make_uint2(words[0], words[1]);
+  }
+
+  if (lane != 0) return;
+#if KILN_Q_SCALES == 0
+  static_cast<float*>(scales)[at.flat] = scale;
+#elif KILN_Q_SCALES == 1 || KILN_Q_SCALES == 2
+  static_cast<float*>(scales)[static_cast<unsigned long long>(at.g) * scale_rows + at.row] = scale;
+#else
+  const unsigned long long word = static_cast<unsigned long long>(at.g / 4) * scale_rows + at.row;
+  static_cast<unsigned char*>(scales)[word * 4 + at.g % 4] = static_cast<unsigned char>(kiln::quant::ue8m0_exponent(scale));
+#endif
+}
+
+// max |f| over the group's LANES lanes (`mask`); KEEP_NAN: NaN when any of them is.
+template <bool KEEP_NAN>
+__device__ __forceinline__ float group_max(const float* f, unsigned mask) {
+  float m = kiln::fp8::max_magnitude<EPT, KEEP_NAN>(f);
+#pragma unroll
+  for (unsigned offset = LANES / 2; offset > 0; offset >>= 1) {
+    const float other = __shfl_xor_sync(mask, m, offset);
+    m = KEEP_NAN ? kiln::fp8::fmax_keeping_nan(m, other) : fmaxf(m, other);
+  }
+  return m;
+}
+
+// One group's slice: f from the loads in `in` (with SiLU, gate then up per vector), its group max,
+// then finish_group.
 __device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], const Place& at, unsigned lane, unsigned mask,
                                                unsigned scale_rows, float eps, unsigned char* q, void* scales) {
   float f[EPT];
@@ -220,40 +298,16 @@ __device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], const P
 #endif
   }
 
-  float absmax = kiln::fp8::max_magnitude<EPT>(f);
-#pragma unroll
-  for (unsigned offset = LANES / 2; offset > 0; offset >>= 1)
-    absmax = fmaxf(absmax, __shfl_xor_sync(mask, absmax, offset));
-
-  float scale = __fdiv_rn(fmaxf(absmax, eps), QMAX);
-#if KILN_Q_UE8M0
-  scale = kiln::quant::ue8m0_scale(scale);
-#endif
-  const kiln::fp8::GroupDivisor divisor = kiln::fp8::divisor_of_scale(scale);
-
-  unsigned pairs[EPT / 2];
-#if KILN_Q_OUT == 1
-  int8x2_group<EPT / 2>(f, divisor, pairs);
-#else
-  kiln::fp8::e4m3x2_group<EPT / 2>(f, divisor, pairs);
-#endif
-  unsigned char* q_group = q + at.flat * GROUP + lane * EPT;
-  if constexpr (VEC == 8) {
-    *reinterpret_cast<uint4*>(q_group) =
-        make_uint4(pairs[0] | (pairs[1] << 16), pairs[2] | (pairs[3] << 16), pairs[4] | (pairs[5] << 16), pairs[6] | (pairs[7] << 16));
-  } else {
-    *reinterpret_cast<uint2*>(q_group) = make_uint2(pairs[0] | (pairs[1] << 16), pairs[2] | (pairs[3] << 16));
+#if KILN_Q_NAN_FREE_PATH
+  // The max keeping NaN: a group without NaN (its lanes agree, so the branch is the group's) skips
+  // the NaN clamp; a group with NaN takes its max again, dropping NaN, as the scale needs.
+  const float absmax_or_nan = group_max<true>(f, mask);
+  if (absmax_or_nan == absmax_or_nan) {
+    finish_group<true>(f, absmax_or_nan, at, lane, scale_rows, eps, q, scales);
+    return;
   }
-
-  if (lane != 0) return;
-#if KILN_Q_SCALES == 0
-  static_cast<float*>(scales)[at.flat] = scale;
-#elif KILN_Q_SCALES == 1 || KILN_Q_SCALES == 2
-  static_cast<float*>(scales)[static_cast<unsigned long long>(at.g) * scale_rows + at.row] = scale;
-#else
-  const unsigned long long word = static_cast<unsigned long long>(at.g / 4) * scale_rows + at.row;
-  static_cast<unsigned char*>(scales)[word * 4 + at.g % 4] = static_cast<unsigned char>(kiln::quant::ue8m0_exponent(scale));
 #endif
+  finish_group<false>(f, group_max<false>(f, mask), at, lane, scale_rows, eps, q, scales);
 }
 }  // namespace
 

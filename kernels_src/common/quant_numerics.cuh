@@ -1,6 +1,6 @@
 #pragma once
 // The numerics of the quantizer family (per_token_group_quant.cu) that are not the e4m3 conversion:
-// fp16 unpacking, the fused SiLU-and-mul, UE8M0 scales and the int8 code. The CPU reference
+// fp16 unpacking, the fused SiLU-and-mul, UE8M0 scales and the int8 range. The CPU reference
 // (src/ops/group_quant_reference.cpp) compiles this same file, so the two agree bit for bit.
 //
 // Why every float operation goes through KILN_Q_MUL/ADD/FMA: NVRTC contracts `a * b + c` into
@@ -119,14 +119,5 @@ KILN_FP8_FN unsigned ue8m0_exponent(float scale) {
   return ((u >> 23) & 0xffu) + ((u & 0x7fffffu) != 0u ? 1u : 0u);
 }
 KILN_FP8_FN float ue8m0_scale(float scale) { return KILN_Q_FLOAT(ue8m0_exponent(scale) << 23); }
-
-// int8 code of a ratio already clamped to [-128, 127]: truncation toward zero, as vLLM's
-// int8_t(q) (and Triton's .to(int8)) convert.
-KILN_FP8_FN unsigned char int8_code(float clamped) {
-  return static_cast<unsigned char>(static_cast<signed char>(static_cast<int>(clamped)));
-}
-
-// The ratio clamped to [lo, hi]; fmaxf drops NaN, so a NaN element becomes `lo`.
-KILN_FP8_FN float clamp_to(float ratio, float lo, float hi) { return fminf(fmaxf(ratio, lo), hi); }
 
 }  // namespace kiln::quant
