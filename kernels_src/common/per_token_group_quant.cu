@@ -173,19 +173,19 @@ __device__ __forceinline__ unsigned int8x4_saturating(int a, int b, int c, int d
 // Why each word is packed as soon as its four codes exist: holding all of a slice's truncated codes
 // first spilled 48 bytes at 32 registers (SiLU with column-major scales) instead of 16. NAN_FREE as
 // kiln::fp8::e4m3x2_group's; an infinite scale still clamps (inf / inf is NaN).
+template <unsigned N, typename Code>
+__device__ __forceinline__ void int8x4_words(const float* f, const Code& code, unsigned* words) {
+#pragma unroll
+  for (unsigned j = 0; j < N; ++j)
+    words[j] = int8x4_saturating(code(f[4 * j]), code(f[4 * j + 1]), code(f[4 * j + 2]), code(f[4 * j + 3]));
+}
+
 template <unsigned N, bool EXACT_RECIPROCAL, bool NAN_FREE>
 __device__ __forceinline__ void int8x4_group(const float* f, const kiln::fp8::GroupDivisor& d, unsigned* words) {
-  if (d.finite) {
-    const auto code = [&](float x) { return truncated_from_floor<NAN_FREE>(kiln::fp8::group_ratio<EXACT_RECIPROCAL>(x, d)); };
-#pragma unroll
-    for (unsigned j = 0; j < N; ++j)
-      words[j] = int8x4_saturating(code(f[4 * j]), code(f[4 * j + 1]), code(f[4 * j + 2]), code(f[4 * j + 3]));
-  } else {
-    const auto code = [&](float x) { return truncated_from_floor<false>(__fdiv_rn(x, d.scale)); };
-#pragma unroll
-    for (unsigned j = 0; j < N; ++j)
-      words[j] = int8x4_saturating(code(f[4 * j]), code(f[4 * j + 1]), code(f[4 * j + 2]), code(f[4 * j + 3]));
-  }
+  if (d.finite)
+    int8x4_words<N>(f, [&](float x) { return truncated_from_floor<NAN_FREE>(kiln::fp8::group_ratio<EXACT_RECIPROCAL>(x, d)); }, words);
+  else
+    int8x4_words<N>(f, [&](float x) { return truncated_from_floor<false>(__fdiv_rn(x, d.scale)); }, words);
 }
 #endif
 
