@@ -88,6 +88,10 @@ configs=(
   "ship_int8row128:$(family 0 128 1 0 0 0)"
   "ship_int8col32:$(family 0 32 1 1 0 0)"
   "ship_col128:$(family 0 128 0 1 0 0)"
+  "ship_col32:$(family 0 32 0 1 0 0)"
+  "ship_int8silu64col:$(family 0 64 1 1 0 1)"
+  "ship_silu32packed:$(family 0 32 0 3 1 1)"
+  "ship_fp32col32:$(family 2 32 0 1 0 0)"
 )
 # FAMILY_GEOMETRY_ONLY: an extended regular expression; only the configurations it matches.
 if [ -n "${FAMILY_GEOMETRY_ONLY:-}" ]; then

@@ -56,7 +56,10 @@ __global__ void harness_spin(unsigned long long ns) {
 }
 
 // Median microseconds per launch of `launch(set)`: batches of `per_batch` launches between events,
-// the buffer set rotating per batch (so no batch reads what the previous left in L2), warm-up dropped.
+// the buffer set rotating per launch over sets spanning 200 MB (so no launch reads what an earlier
+// one left in L2, as kiln bench's arms), warm-up dropped. Why per launch: rotating per batch let a
+// batch's last nine launches re-read its first one's input, which fits in L2 at mid sizes: the twin
+// took 11.80 us at 2048 x 7168 here (2026-12-04-h200-twin-access-2.log) and 14.02 in kiln bench.
 // Why a spin ahead of each batch: the host needs a few us per launch, more than a small shape's
 // kernel; queued behind the spin, the batch's launches run back to back and the GPU time is timed.
 template <class Launch>
@@ -66,10 +69,9 @@ static double median_us_per_launch(Launch launch, int sets, int batches = 30, in
   CHECK(cudaEventCreate(&e1));
   std::vector<float> us;
   for (int i = 0; i < batches; ++i) {
-    const int set = i % sets;
     harness_spin<<<1, 1>>>(20000ull * per_batch);
     CHECK(cudaEventRecord(e0));
-    for (int r = 0; r < per_batch; ++r) launch(set);
+    for (int r = 0; r < per_batch; ++r) launch((i * per_batch + r) % sets);
     CHECK(cudaEventRecord(e1));
     CHECK(cudaEventSynchronize(e1));
     float ms;
