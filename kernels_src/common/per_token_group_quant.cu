@@ -94,6 +94,18 @@ constexpr unsigned TILE_GROUPS = GROUPS_PER_CTA / TILE_ROWS;
 #endif
 #endif
 constexpr unsigned ITEMS = KILN_Q_ITEMS;
+// Whether a group is stored once, after the NaN branch, at addresses from its CTA's tile base (the
+// same for the whole CTA, so it lives in uniform registers) plus the thread's offset in the tile,
+// rather than in each branch from the group's row and index. Why for the fused SiLU with fp32
+// column-major scales: it holds a group in the 32 registers that 8 CTAs per SM allow, and ptxas
+// computed both 64-bit store addresses ahead of the arithmetic and spilled them (8 bytes, 24 for
+// int8); this way nothing spills, and at 8192 x 7168 bf16 group 128 went from 89.4 to 91.4% of the
+// copy ceiling, int8 from 87.9 to 91.3% (bench/results/2026-12-04-h200-store-addressing.log, part
+// 2). Not elsewhere: there row-major SiLU lost 0.7 points, packed SiLU lost 3.5 with these
+// addresses (part 1) and stayed level with the store after the branch alone, which cost int8 group
+// 32 column-major 1.6-2.2 points and two-lane int8 SiLU about one.
+constexpr bool STORE_FROM_TILE =
+    KILN_Q_SILU && (KILN_Q_SCALES == 1 || KILN_Q_SCALES == 2) && !KILN_Q_TWO_LANE_SILU;
 // From sm_90 (where it was measured; older GPUs keep the clamp), a group without NaN skips the
 // NaN-to-lowest clamp of its codes: one instruction per element fewer, the same bytes, 2 points
 // of the copy ceiling without SiLU (2026-12-04-h200-quant-step-2.log) and 2-4 with it (-3.log).
@@ -190,13 +202,33 @@ __device__ __forceinline__ void int8x4_group(const float* f, const kiln::fp8::Gr
 #endif
 
 // Where one group lies: `flat` = row * groups + g indexes q and the row-major scales; `x_at` is its
-// first element in x; `row` and `g` are set for column-major scales only.
+// first element in x; `row` and `g` are set for column-major scales only; with STORE_FROM_TILE,
+// `q_in_tile` and `scale_in_tile` are this thread's code and scale offsets from its Tile.
 struct Place {
   unsigned long long flat;
   unsigned long long x_at;
   unsigned long long row;
   unsigned g;
+  unsigned long long q_in_tile;
+  unsigned long long scale_in_tile;
 };
+
+// The groups a tile row spans: the packed layout's tiles also cover its padding up to a whole word.
+__device__ __forceinline__ unsigned tiled_groups(unsigned groups) { return PACKED ? (groups + 3) / 4 * 4 : groups; }
+__device__ __forceinline__ unsigned group_tiles(unsigned groups) {
+  return (tiled_groups(groups) + TILE_GROUPS - 1) / TILE_GROUPS;
+}
+
+// The code and scale offsets of this CTA's tile's first group (STORE_FROM_TILE).
+struct Tile {
+  unsigned long long q;
+  unsigned long long scale;
+};
+__device__ __forceinline__ Tile tile_of_cta(unsigned groups, unsigned scale_rows) {
+  const unsigned long long row = static_cast<unsigned long long>(blockIdx.x / group_tiles(groups)) * ITEMS * TILE_ROWS;
+  const unsigned g = (blockIdx.x % group_tiles(groups)) * TILE_GROUPS;
+  return {(row * groups + g) * GROUP, static_cast<unsigned long long>(g) * scale_rows + row};
+}
 
 // Where this thread's slot's item `item` (0 .. ITEMS-1) lies: false past the end. Flat: the grid
 // over every (row, group) pair, groups fastest, items GROUPS_PER_CTA apart. Tiled (TILED): a tile
@@ -210,14 +242,19 @@ struct Place {
 __device__ __forceinline__ bool locate(unsigned item, unsigned slot, unsigned lane, unsigned long long m, unsigned groups,
                                        unsigned long long row_stride, unsigned scale_rows, void* scales, Place& at) {
   if constexpr (TILED) {
-    const unsigned span = PACKED ? (groups + 3) / 4 * 4 : groups;
-    const unsigned group_tiles = (span + TILE_GROUPS - 1) / TILE_GROUPS;
-    at.row = (static_cast<unsigned long long>(blockIdx.x / group_tiles) * ITEMS + item) * TILE_ROWS + slot % TILE_ROWS;
-    at.g = (blockIdx.x % group_tiles) * TILE_GROUPS + slot / TILE_ROWS;
-    if (PACKED && (at.row >= m || at.g >= groups) && lane == 0 && at.row < scale_rows && at.g < span)
+    const unsigned tiles = group_tiles(groups);
+    at.row = (static_cast<unsigned long long>(blockIdx.x / tiles) * ITEMS + item) * TILE_ROWS + slot % TILE_ROWS;
+    at.g = (blockIdx.x % tiles) * TILE_GROUPS + slot / TILE_ROWS;
+    if (PACKED && (at.row >= m || at.g >= groups) && lane == 0 && at.row < scale_rows && at.g < tiled_groups(groups))
       static_cast<unsigned char*>(scales)[((static_cast<unsigned long long>(at.g / 4) * scale_rows + at.row) * 4) + at.g % 4] = 0;
     at.flat = at.row * groups + at.g;
     at.x_at = at.row * row_stride + static_cast<unsigned long long>(at.g) * GROUP;
+    if constexpr (STORE_FROM_TILE) {
+      const unsigned long long row_in_tile = item * TILE_ROWS + slot % TILE_ROWS;
+      const unsigned g_in_tile = slot / TILE_ROWS;
+      at.q_in_tile = (row_in_tile * groups + g_in_tile) * GROUP + lane * EPT;
+      at.scale_in_tile = static_cast<unsigned long long>(g_in_tile) * scale_rows + row_in_tile;
+    }
     return at.row < m && at.g < groups;
   } else {
     at.flat = (static_cast<unsigned long long>(blockIdx.x) * ITEMS + item) * GROUPS_PER_CTA + slot;
@@ -230,18 +267,15 @@ __device__ __forceinline__ bool locate(unsigned item, unsigned slot, unsigned la
   }
 }
 
-// The scale and the codes of one group from its slice f, whose group max over the LANES lanes is
-// `absmax`; lane 0 stores the scale in its layout. NAN_FREE: no f[j] of the group is NaN.
+// The scale and the codes (four to a word) of one group's slice f, whose group max over the LANES
+// lanes is `absmax`. NAN_FREE: no f[j] of the group is NaN.
 template <bool NAN_FREE>
-__device__ __forceinline__ void finish_group(const float* f, float absmax, const Place& at, unsigned lane,
-                                             unsigned scale_rows, float eps, unsigned char* q, void* scales) {
+__device__ __forceinline__ float group_codes(const float* f, float absmax, float eps, unsigned (&words)[EPT / 4]) {
   float scale = __fdiv_rn(fmaxf(absmax, eps), QMAX);
 #if KILN_Q_UE8M0
   scale = kiln::quant::ue8m0_scale(scale);
 #endif
   const kiln::fp8::GroupDivisor divisor = kiln::fp8::divisor_of_scale(scale);
-
-  unsigned words[EPT / 4];
 #if KILN_Q_OUT == 1
   int8x4_group<EPT / 4, KILN_Q_UE8M0 != 0, NAN_FREE>(f, divisor, words);
 #else
@@ -250,7 +284,14 @@ __device__ __forceinline__ void finish_group(const float* f, float absmax, const
 #pragma unroll
   for (unsigned j = 0; j < EPT / 4; ++j) words[j] = pairs[2 * j] | (pairs[2 * j + 1] << 16);
 #endif
-  unsigned char* q_group = q + at.flat * GROUP + lane * EPT;
+  return scale;
+}
+
+// Stores a group's codes, and from lane 0 its scale in its layout.
+__device__ __forceinline__ void store_group(const unsigned (&words)[EPT / 4], float scale, const Place& at,
+                                            const Tile& tile, unsigned lane, unsigned scale_rows, unsigned char* q,
+                                            void* scales) {
+  unsigned char* q_group = STORE_FROM_TILE ? q + tile.q + at.q_in_tile : q + at.flat * GROUP + lane * EPT;
   if constexpr (VEC == 8) {
     *reinterpret_cast<uint4*>(q_group) = make_uint4(words[0], words[1], words[2], words[3]);
   } else {
@@ -261,7 +302,8 @@ __device__ __forceinline__ void finish_group(const float* f, float absmax, const
 #if KILN_Q_SCALES == 0
   static_cast<float*>(scales)[at.flat] = scale;
 #elif KILN_Q_SCALES == 1 || KILN_Q_SCALES == 2
-  static_cast<float*>(scales)[static_cast<unsigned long long>(at.g) * scale_rows + at.row] = scale;
+  static_cast<float*>(scales)[STORE_FROM_TILE ? tile.scale + at.scale_in_tile
+                                              : static_cast<unsigned long long>(at.g) * scale_rows + at.row] = scale;
 #else
   const unsigned long long word = static_cast<unsigned long long>(at.g / 4) * scale_rows + at.row;
   static_cast<unsigned char*>(scales)[word * 4 + at.g % 4] = static_cast<unsigned char>(kiln::quant::ue8m0_exponent(scale));
@@ -281,9 +323,10 @@ __device__ __forceinline__ float group_max(const float* f, unsigned mask) {
 }
 
 // One group's slice: f from the loads in `in` (with SiLU, gate then up per vector), its group max,
-// then finish_group.
-__device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], const Place& at, unsigned lane, unsigned mask,
-                                               unsigned scale_rows, float eps, unsigned char* q, void* scales) {
+// its codes, then its stores.
+__device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], const Place& at, const Tile& tile,
+                                               unsigned lane, unsigned mask, unsigned scale_rows, float eps,
+                                               unsigned char* q, void* scales) {
   float f[EPT];
 #pragma unroll
   for (unsigned w = 0; w < VECS; ++w) {
@@ -298,16 +341,24 @@ __device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], const P
 #endif
   }
 
+  unsigned words[EPT / 4];
+  float scale;
 #if KILN_Q_NAN_FREE_PATH
   // The max keeping NaN: a group without NaN (its lanes agree, so the branch is the group's) skips
   // the NaN clamp; a group with NaN takes its max again, dropping NaN, as the scale needs.
   const float absmax_or_nan = group_max<true>(f, mask);
   if (absmax_or_nan == absmax_or_nan) {
-    finish_group<true>(f, absmax_or_nan, at, lane, scale_rows, eps, q, scales);
-    return;
-  }
+    scale = group_codes<true>(f, absmax_or_nan, eps, words);
+    if constexpr (!STORE_FROM_TILE) {
+      store_group(words, scale, at, tile, lane, scale_rows, q, scales);
+      return;
+    }
+  } else
 #endif
-  finish_group<false>(f, group_max<false>(f, mask), at, lane, scale_rows, eps, q, scales);
+  {
+    scale = group_codes<false>(f, group_max<false>(f, mask), eps, words);
+  }
+  store_group(words, scale, at, tile, lane, scale_rows, q, scales);
 }
 }  // namespace
 
@@ -324,6 +375,7 @@ extern "C" __global__ __launch_bounds__(THREADS, KILN_Q_MIN_CTAS) void per_token
   // (a group's lanes always agree on whether their item exists).
   const unsigned mask = ((1u << LANES) - 1u) << ((threadIdx.x % 32u) & ~(LANES - 1u));
 
+  const Tile tile = STORE_FROM_TILE ? tile_of_cta(groups, scale_rows) : Tile{0, 0};
   Place at[ITEMS];
   bool here[ITEMS];
   uint4 in[ITEMS][LOADS];
@@ -346,5 +398,5 @@ extern "C" __global__ __launch_bounds__(THREADS, KILN_Q_MIN_CTAS) void per_token
   }
 #pragma unroll
   for (unsigned i = 0; i < ITEMS; ++i)
-    if (here[i]) quantize_group(in[i], at[i], lane, mask, scale_rows, eps, q, scales);
+    if (here[i]) quantize_group(in[i], at[i], tile, lane, mask, scale_rows, eps, q, scales);
 }
