@@ -60,6 +60,7 @@ constexpr bool PACKED = KILN_Q_SCALES == 3;
 // (bench/results/2026-12-04-h200-family-dense.log, fourth run).
 constexpr unsigned TILE_ROWS = 4;
 constexpr unsigned TILE_GROUPS = GROUPS_PER_CTA / TILE_ROWS;
+static_assert(TILE_GROUPS % 4 == 0, "a tile's groups fill whole words of the packed layout");
 // Groups per slot (kiln::ops::GroupQuant::items_per_slot) and CTAs per SM the registers must allow,
 // measured on the H200 (bench/results/2026-12-04-h200-geometry.log, 32768 x 7168): two groups per
 // slot with all four loads issued first took 85% of the copy ceiling to 90% (row-major scales),
@@ -246,7 +247,11 @@ __device__ __forceinline__ bool locate(unsigned item, unsigned slot, unsigned la
     at.row = (static_cast<unsigned long long>(blockIdx.x / tiles) * ITEMS + item) * TILE_ROWS + slot % TILE_ROWS;
     at.g = (blockIdx.x % tiles) * TILE_GROUPS + slot / TILE_ROWS;
     if (PACKED && (at.row >= m || at.g >= groups) && lane == 0 && at.row < scale_rows && at.g < tiled_groups(groups))
-      static_cast<unsigned char*>(scales)[((static_cast<unsigned long long>(at.g / 4) * scale_rows + at.row) * 4) + at.g % 4] = 0;
+      // Why the word column from the tile and not from at.g, the same value: spelled alike, ptxas
+      // shared this address with the scale's own store and held it from here through the fused
+      // SiLU, 2 of its 32 registers (2026-12-04-h200-packed-padding.log). As a helper function
+      // the same expression spilled 8 bytes.
+      static_cast<unsigned char*>(scales)[((static_cast<unsigned long long>((blockIdx.x % tiles) * (TILE_GROUPS / 4) + slot / TILE_ROWS / 4) * scale_rows + at.row) * 4) + slot / TILE_ROWS % 4] = 0;
     at.flat = at.row * groups + at.g;
     at.x_at = at.row * row_stride + static_cast<unsigned long long>(at.g) * GROUP;
     if constexpr (STORE_FROM_TILE) {
