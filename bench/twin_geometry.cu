@@ -243,9 +243,13 @@ __global__ __launch_bounds__(HQ_THREADS) void twin_as(const unsigned short* __re
 }
 
 // The flat grid with another lane mapping, load or store form; GPS groups per slot, all loaded first.
-template <int WIDE, int LOAD, int STORE, int THREADS, int GPS, bool EXACT = true>
+// STREAM_ORDER: the twin's grid-dependency steps first (2026-12-04-h200-twin-access-3.log had the
+// twin 0.2 us slower than this kernel at 1 x 7168; these steps are one of the two differences, the
+// grid-stride loop the other).
+template <int WIDE, int LOAD, int STORE, int THREADS, int GPS, bool EXACT = true, bool STREAM_ORDER = false>
 __global__ __launch_bounds__(THREADS) void flat_as(const unsigned short* __restrict__ x, unsigned char* __restrict__ q,
                                                    float* __restrict__ scales, unsigned long long total_groups) {
+  if constexpr (STREAM_ORDER) kiln::pdl::enter_stream_order();
   constexpr unsigned SLOTS = THREADS / HQ_LANES;
   const unsigned sub = threadIdx.x / HQ_LANES;
   const unsigned lane = threadIdx.x % HQ_LANES;
@@ -370,7 +374,9 @@ static void run_flat(double ceiling) {
                                     {"flat wide ld2 256 gps2", flat_as<1, 2, 0, 256, 2>, 256, 2},
                                     {"flat ld2 256 gps2", flat_as<0, 2, 0, 256, 2>, 256, 2},
                                     {"flat wide ld1 cs 256 gps2", flat_as<1, 1, 1, 256, 2>, 256, 2},
-                                    {"SGLang-like, inexact", flat_as<1, 1, 0, 128, 1, false>, 128, 1}};
+                                    {"SGLang-like, inexact", flat_as<1, 1, 0, 128, 1, false>, 128, 1},
+                                    {"flat wide ld1 128 gps1 gd", flat_as<1, 1, 0, 128, 1, true, true>, 128, 1},
+                                    {"flat wide ld0 128 gps1 gd", flat_as<1, 0, 0, 128, 1, true, true>, 128, 1}};
   struct GridVariant {
     const char* name;
     Kernel kernel;
