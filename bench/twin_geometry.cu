@@ -2,7 +2,8 @@
 // with `nvcc -O3 -std=c++17 -arch=sm_90a -I kernels_src/common bench/twin_geometry.cu`; run with
 // the argument `flat` it times the shipped twin against issue 16's flat-grid and access-pattern
 // candidates instead (L1-allocating loads, SGLang's lane mapping, streaming stores, on the
-// 2026-12-03 twin's row grid and on the flat one), with `check` it runs only the exhaustive numerics checks (exit 1 if any case differs). Every
+// 2026-12-03 twin's row grid and on the flat one), with `loads` the twin's loop with both load forms from
+// decode to 8192 rows, with `check` it runs only the exhaustive numerics checks (exit 1 if any case differs). Every
 // variant covers the twin's contract (grid (M, Y), any 1 <= Y <= K/128) and is checked byte for
 // byte against the __fdiv_rn variant before it is timed, so a fast variant that changes bytes is
 // reported, not kept.
@@ -13,6 +14,7 @@
 // 2: x * reciprocal, wrong bytes, timed only as the bound with no division cost), PIPE (loads of
 // the slot's next pass issued before this pass is reduced).
 #include <cstring>
+#include <iterator>
 #include <random>
 
 #include "geometry_harness.cuh"
@@ -359,14 +361,82 @@ struct Timed {
   bool same;
 };
 
+// Per shape: fresh buffer sets spanning 200 MB of random bf16, then `body(m, k, groups, timed,
+// report)`. `timed(launch, reference)` checks the launch's bytes (the first, reference launch's
+// are kept) and times it; `report(name, timed)` prints one row.
+template <class Body>
+static void for_each_shape(const unsigned (*shapes)[2], size_t shape_count, double ceiling, Body body) {
+  std::printf("\n%-26s %-30s %9s %9s %7s %s\n", "M x K", "kernel", "us", "GB/s", "%ceil", "bytes");
+  for (size_t si = 0; si < shape_count; ++si) {
+    const unsigned m = shapes[si][0], k = shapes[si][1];
+    const size_t elems = size_t(m) * k, groups = elems / 128;
+    const size_t set_bytes = elems * 3 + groups * 4;
+    const int sets = std::max<int>(2, int((200u << 20) / set_bytes) + 1);
+    std::vector<unsigned short*> xin(sets);
+    std::vector<unsigned char*> qout(sets);
+    std::vector<float*> sout(sets);
+    std::mt19937 rng(m ^ k);
+    const std::vector<unsigned short> host = random_bf16(elems, rng);
+    for (int i = 0; i < sets; ++i) {
+      CHECK(cudaMalloc(&xin[i], elems * 2));
+      CHECK(cudaMalloc(&qout[i], elems));
+      CHECK(cudaMalloc(&sout[i], groups * 4));
+      CHECK(cudaMemcpy(xin[i], host.data(), elems * 2, cudaMemcpyHostToDevice));
+    }
+    std::vector<unsigned char> ref_q(elems), got_q(elems);
+    std::vector<float> ref_s(groups), got_s(groups);
+    const auto timed = [&](auto&& launch_on_set, bool reference) {
+      const auto launch = [&](int b) { launch_on_set(xin[b], qout[b], sout[b]); };
+      CHECK(cudaMemset(qout[0], 0xCD, elems));
+      CHECK(cudaMemset(sout[0], 0xFF, groups * 4));
+      launch(0);
+      CHECK(cudaGetLastError());
+      CHECK(cudaDeviceSynchronize());
+      bool same = true;
+      if (reference) {
+        CHECK(cudaMemcpy(ref_q.data(), qout[0], elems, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(ref_s.data(), sout[0], groups * 4, cudaMemcpyDeviceToHost));
+      } else {
+        CHECK(cudaMemcpy(got_q.data(), qout[0], elems, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(got_s.data(), sout[0], groups * 4, cudaMemcpyDeviceToHost));
+        same = got_q == ref_q && std::memcmp(got_s.data(), ref_s.data(), groups * 4) == 0;
+      }
+      return Timed{median_us_per_launch(launch, sets), same};
+    };
+    const auto report = [&](const char* name, Timed r) {
+      const double gbs = double(set_bytes) / (r.us * 1e-6) / 1e9;
+      char shape_text[32];
+      std::snprintf(shape_text, sizeof shape_text, "%u x %u", m, k);
+      std::printf("%-26s %-30s %9.2f %9.0f %6.1f%% %s\n", shape_text, name, r.us, gbs, 100 * gbs / ceiling,
+                  r.same ? "same" : "DIFFER");
+    };
+    body(m, k, groups, timed, report);
+    for (int i = 0; i < sets; ++i) {
+      CHECK(cudaFree(xin[i]));
+      CHECK(cudaFree(qout[i]));
+      CHECK(cudaFree(sout[i]));
+    }
+  }
+}
+
+static unsigned twin_blocks(size_t groups) { return unsigned((groups + HQ_GROUPS_PER_CTA - 1) / HQ_GROUPS_PER_CTA); }
+
+struct FlatVariant {
+  const char* name;
+  void (*kernel)(const unsigned short*, unsigned char*, float*, unsigned long long);
+  unsigned threads, gps;
+};
+
+template <class Timed_, class Report>
+static void time_flat(const FlatVariant& c, size_t groups, Timed_& timed, Report& report) {
+  const unsigned long long per_cta = c.threads / 8 * c.gps;
+  const unsigned blocks = unsigned((groups + per_cta - 1) / per_cta);
+  report(c.name, timed([&](auto x, auto q, auto s) { c.kernel<<<blocks, c.threads>>>(x, q, s, groups); }, false));
+}
+
 // The shipped twin on kiln's grid (ops::fp8_quant_grid's rule) against flat-grid candidates, at
 // the shapes of issue 16's table; every candidate's bytes are compared with the twin's.
 static void run_flat(double ceiling) {
-  struct FlatVariant {
-    const char* name;
-    void (*kernel)(const unsigned short*, unsigned char*, float*, unsigned long long);
-    unsigned threads, gps;
-  };
   const FlatVariant candidates[] = {{"flat threads256 gps2", flat_as<0, 0, 0, 256, 2>, 256, 2},
                                     {"flat wide ld1 128 gps1", flat_as<1, 1, 0, 128, 1>, 128, 1},
                                     {"flat wide ld0 128 gps1", flat_as<1, 0, 0, 128, 1>, 128, 1},
@@ -389,68 +459,65 @@ static void run_flat(double ceiling) {
                                          {"grid wide ld1 st.cs", twin_as<1, 1, 1>}};
   const unsigned shapes[][2] = {{1, 7168},    {16, 7168},   {512, 7168},   {2048, 7168},
                                 {8192, 7168}, {32768, 7168}, {16384, 18432}, {4096, 5120}};
-  std::printf("\n%-26s %-26s %9s %9s %7s %s\n", "M x K", "kernel", "us", "GB/s", "%ceil", "bytes");
-  for (const auto& shape : shapes) {
-    const unsigned m = shape[0], k = shape[1];
-    const size_t elems = size_t(m) * k, groups = elems / 128;
-    const size_t set_bytes = elems * 3 + groups * 4;
-    const int sets = std::max<int>(2, int((200u << 20) / set_bytes) + 1);
-    std::vector<unsigned short*> xin(sets);
-    std::vector<unsigned char*> qout(sets);
-    std::vector<float*> sout(sets);
-    std::mt19937 rng(m ^ k);
-    const std::vector<unsigned short> host = random_bf16(elems, rng);
-    for (int i = 0; i < sets; ++i) {
-      CHECK(cudaMalloc(&xin[i], elems * 2));
-      CHECK(cudaMalloc(&qout[i], elems));
-      CHECK(cudaMalloc(&sout[i], groups * 4));
-      CHECK(cudaMemcpy(xin[i], host.data(), elems * 2, cudaMemcpyHostToDevice));
-    }
+  for_each_shape(shapes, std::size(shapes), ceiling, [&](unsigned m, unsigned k, size_t groups, auto& timed, auto& report) {
     const unsigned busy_y = (k / 128 + 15) / 16;
     const unsigned fill_y = (3072 + m - 1) / m;
     const unsigned y = (m >= 3072 || busy_y <= 1) ? 1 : std::min(fill_y, busy_y);
-    std::vector<unsigned char> ref_q(elems), got_q(elems);
-    std::vector<float> ref_s(groups), got_s(groups);
-    const auto timed = [&](auto&& launch, bool reference) {
-      CHECK(cudaMemset(qout[0], 0xCD, elems));
-      CHECK(cudaMemset(sout[0], 0xFF, groups * 4));
-      launch(0);
-      CHECK(cudaGetLastError());
-      CHECK(cudaDeviceSynchronize());
-      bool same = true;
-      if (reference) {
-        CHECK(cudaMemcpy(ref_q.data(), qout[0], elems, cudaMemcpyDeviceToHost));
-        CHECK(cudaMemcpy(ref_s.data(), sout[0], groups * 4, cudaMemcpyDeviceToHost));
-      } else {
-        CHECK(cudaMemcpy(got_q.data(), qout[0], elems, cudaMemcpyDeviceToHost));
-        CHECK(cudaMemcpy(got_s.data(), sout[0], groups * 4, cudaMemcpyDeviceToHost));
-        same = got_q == ref_q && std::memcmp(got_s.data(), ref_s.data(), groups * 4) == 0;
-      }
-      return Timed{median_us_per_launch(launch, sets), same};
-    };
-    const auto report = [&](const char* name, Timed r) {
-      const double gbs = double(set_bytes) / (r.us * 1e-6) / 1e9;
-      char shape_text[32];
-      std::snprintf(shape_text, sizeof shape_text, "%u x %u", m, k);
-      std::printf("%-26s %-26s %9.2f %9.0f %6.1f%% %s\n", shape_text, name, r.us, gbs, 100 * gbs / ceiling,
-                  r.same ? "same" : "DIFFER");
-    };
-    report("twin (kiln)", timed([&](int b) {
-             per_token_group_quant_fp8_hopper<<<unsigned((groups + 15) / 16), 128>>>(xin[b], qout[b], sout[b], k, m);
+    report("twin (kiln)", timed([&](auto x, auto q, auto s) {
+             per_token_group_quant_fp8_hopper<<<twin_blocks(groups), HQ_THREADS>>>(x, q, s, k, m);
            }, true));
     for (const auto& c : grid_candidates)
-      report(c.name, timed([&](int b) { c.kernel<<<dim3(m, y), 128>>>(xin[b], qout[b], sout[b], k); }, false));
-    for (const auto& c : candidates) {
-      const unsigned long long per_cta = c.threads / 8 * c.gps;
-      const unsigned blocks = unsigned((groups + per_cta - 1) / per_cta);
-      report(c.name, timed([&](int b) { c.kernel<<<blocks, c.threads>>>(xin[b], qout[b], sout[b], groups); }, false));
-    }
-    for (int i = 0; i < sets; ++i) {
-      CHECK(cudaFree(xin[i]));
-      CHECK(cudaFree(qout[i]));
-      CHECK(cudaFree(sout[i]));
-    }
-  }
+      report(c.name, timed([&](auto x, auto q, auto s) { c.kernel<<<dim3(m, y), 128>>>(x, q, s, k); }, false));
+    for (const auto& c : candidates) time_flat(c, groups, timed, report);
+  });
+}
+
+// The twin's own loop with one of the harness's load forms (load_as), with and without its
+// grid-dependency steps. 2026-12-04-h200-twin-access-3.log had a flat kernel of the twin's
+// geometry with L1::no_allocate loads 0.1-0.4 us faster than the twin at M <= 512 x 7168 and
+// 4% slower from 2048 rows: these say whether a per-size choice of loads is worth a variant.
+template <int LOAD, bool STREAM_ORDER>
+__global__ __launch_bounds__(HQ_THREADS, KILN_HQ_MIN_CTAS) void twin_loads(const unsigned short* __restrict__ x,
+                                                                           unsigned char* __restrict__ q,
+                                                                           float* __restrict__ scales, unsigned k,
+                                                                           unsigned m) {
+  if constexpr (STREAM_ORDER) kiln::pdl::enter_stream_order();
+  quantize_groups(x, q, scales, static_cast<unsigned long long>(m) * (k / 128),
+                  [](const unsigned short* p) { return load_as<LOAD>(p); });
+}
+
+// `loads` mode: the twin's load forms from decode to 8192 rows, beside the flat kernels of the
+// same geometry and the inexact peer.
+static void run_loads(double ceiling) {
+  struct TwinVariant {
+    const char* name;
+    void (*kernel)(const unsigned short*, unsigned char*, float*, unsigned, unsigned);
+  };
+  const TwinVariant twins[] = {{"twin ld1", twin_loads<1, true>},
+                               {"twin ld0", twin_loads<0, true>},
+                               {"twin ld1, no gd", twin_loads<1, false>},
+                               {"twin ld0, no gd", twin_loads<0, false>}};
+  const FlatVariant flats[] = {{"flat wide ld1 128 gps1", flat_as<1, 1, 0, 128, 1>, 128, 1},
+                               {"flat wide ld0 128 gps1", flat_as<1, 0, 0, 128, 1>, 128, 1},
+                               {"flat wide ld0 128 gps1 gd", flat_as<1, 0, 0, 128, 1, true, true>, 128, 1},
+                               {"SGLang-like, inexact", flat_as<1, 1, 0, 128, 1, false>, 128, 1}};
+  const unsigned shapes[][2] = {{1, 7168},     {16, 7168},   {128, 7168},   {512, 7168},   {768, 7168},
+                                {1024, 7168},  {1536, 7168}, {2048, 7168},  {4096, 7168},  {8192, 7168},
+                                {16, 18432},   {256, 18432}, {512, 18432},  {1024, 18432}, {128, 2048},
+                                {2048, 2048},  {4096, 2048}, {8192, 2048}};
+  for_each_shape(shapes, std::size(shapes), ceiling, [&](unsigned m, unsigned k, size_t groups, auto& timed, auto& report) {
+    const auto shipped = [&](auto x, auto q, auto s) {
+      per_token_group_quant_fp8_hopper<<<twin_blocks(groups), HQ_THREADS>>>(x, q, s, k, m);
+    };
+    report("twin (kiln)", timed(shipped, true));
+    for (const auto& c : twins)
+      report(c.name, timed([&](auto x, auto q, auto s) {
+               c.kernel<<<twin_blocks(groups), HQ_THREADS>>>(x, q, s, k, m);
+             }, false));
+    for (const auto& c : flats) time_flat(c, groups, timed, report);
+    // Why again: the first kernel timed after a shape's buffers are filled may pay for it.
+    report("twin (kiln), again", timed(shipped, false));
+  });
 }
 
 // Runs one exhaustive check (a kernel counting mismatches) and prints its count and first case.
@@ -477,12 +544,13 @@ static unsigned long long exhaustive(const char* what, Launch launch) {
 
 int main(int argc, char** argv) {
   const bool flat_mode = argc > 1 && std::strcmp(argv[1], "flat") == 0;
+  const bool loads_mode = argc > 1 && std::strcmp(argv[1], "loads") == 0;
   const bool check_mode = argc > 1 && std::strcmp(argv[1], "check") == 0;
   cudaDeviceProp prop{};
   CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
 
-  if (!flat_mode) {
+  if (!flat_mode && !loads_mode) {
     unsigned long long bad = exhaustive("(absmax, x) bf16 pairs, e4m3 codes by reciprocal against __fdiv_rn",
                                         [](unsigned long long* b, unsigned* f) { exhaustive_div<<<0x7f81, 256>>>(b, f); });
     bad += exhaustive("SiLU parts (reciprocal_flushed against flushed __frcp_rn; 1.5 * 2^23 rounding to 2^n)",
@@ -497,6 +565,10 @@ int main(int argc, char** argv) {
   CHECK(cudaEventCreate(&e1));
   if (flat_mode) {
     run_flat(ceiling);
+    return 0;
+  }
+  if (loads_mode) {
+    run_loads(ceiling);
     return 0;
   }
 

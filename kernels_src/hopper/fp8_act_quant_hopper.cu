@@ -67,16 +67,14 @@ __device__ __forceinline__ void quantize_run(const uint4 (&v)[HQ_VECS], unsigned
       make_uint4(p[0] | (p[1] << 16), p[2] | (p[3] << 16), p[4] | (p[5] << 16), p[6] | (p[7] << 16));
   if (scale_out) *scale_out = divisor.scale;
 }
-}  // namespace
 
-extern "C" __global__ __launch_bounds__(HQ_THREADS, KILN_HQ_MIN_CTAS) void per_token_group_quant_fp8_hopper(
-    const unsigned short* __restrict__ x, unsigned char* __restrict__ q, float* __restrict__ scales,
-    unsigned int k, unsigned int m) {
-  kiln::pdl::enter_stream_order();
+// The CTA's slots over all `groups` groups of the flat grid, each reading its 16 elements with
+// `load` (bench/twin_geometry.cu's `loads` mode passes other load forms).
+template <class Load>
+__device__ __forceinline__ void quantize_groups(const unsigned short* __restrict__ x, unsigned char* __restrict__ q,
+                                                float* __restrict__ scales, unsigned long long groups, Load load) {
   const unsigned sub = threadIdx.x / HQ_LANES;
   const unsigned lane = threadIdx.x % HQ_LANES;
-  // Why 64-bit: M * L passes 2^32 groups for large activations (and M * K elements far sooner).
-  const unsigned long long groups = static_cast<unsigned long long>(m) * (k / kiln::fp8::GROUP);
   // Why an 8-lane mask: a group's lanes always run the same iterations, but the warp's other
   // slots may run one fewer.
   const unsigned mask = 0xffu << (threadIdx.x & 24u);
@@ -87,7 +85,17 @@ extern "C" __global__ __launch_bounds__(HQ_THREADS, KILN_HQ_MIN_CTAS) void per_t
     const unsigned long long at = g * kiln::fp8::GROUP + lane * HQ_RUN;
     uint4 v[HQ_VECS];
 #pragma unroll
-    for (unsigned w = 0; w < HQ_VECS; ++w) v[w] = load_stream(x + at + w * HQ_VEC);
+    for (unsigned w = 0; w < HQ_VECS; ++w) v[w] = load(x + at + w * HQ_VEC);
     quantize_run(v, mask, q + at, lane == 0 ? scales + g : nullptr);
   }
+}
+}  // namespace
+
+extern "C" __global__ __launch_bounds__(HQ_THREADS, KILN_HQ_MIN_CTAS) void per_token_group_quant_fp8_hopper(
+    const unsigned short* __restrict__ x, unsigned char* __restrict__ q, float* __restrict__ scales,
+    unsigned int k, unsigned int m) {
+  kiln::pdl::enter_stream_order();
+  // Why 64-bit: M * L passes 2^32 groups for large activations (and M * K elements far sooner).
+  const unsigned long long groups = static_cast<unsigned long long>(m) * (k / kiln::fp8::GROUP);
+  quantize_groups(x, q, scales, groups, [](const unsigned short* p) { return load_stream(p); });
 }
