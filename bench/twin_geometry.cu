@@ -427,8 +427,8 @@ struct FlatVariant {
   unsigned threads, gps;
 };
 
-template <class Timed_, class Report>
-static void time_flat(const FlatVariant& c, size_t groups, Timed_& timed, Report& report) {
+template <class TimedFn, class ReportFn>
+static void time_flat(const FlatVariant& c, size_t groups, TimedFn& timed, ReportFn& report) {
   const unsigned long long per_cta = c.threads / 8 * c.gps;
   const unsigned blocks = unsigned((groups + per_cta - 1) / per_cta);
   report(c.name, timed([&](auto x, auto q, auto s) { c.kernel<<<blocks, c.threads>>>(x, q, s, groups); }, false));
