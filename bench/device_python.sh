@@ -40,6 +40,9 @@ cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
   echo "### overhead ($(date -u +%H:%M:%S))"
   PYTHONPATH="$pkg" "$PY" bench/python_overhead.py --out "$OUT/python-overhead"
   echo "overhead exit $?"
+  echo "### op dispatch ($(date -u +%H:%M:%S))"
+  PYTHONPATH="$pkg" "$PY" bench/op_dispatch.py --out "$OUT/op-dispatch"
+  echo "op dispatch exit $?"
 } > "$OUT/python-tests.log" 2>&1
 grep -E "^###|exit|passed|failed|FAILED|ERROR|REPLAYED|REFUSED" "$OUT/python-tests.log" | tail -40
-cat "$OUT/python-overhead.md" 2>/dev/null
+cat "$OUT/python-overhead.md" "$OUT/op-dispatch.md" 2>/dev/null

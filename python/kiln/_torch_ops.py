@@ -130,7 +130,6 @@ def _fast_body(x, out_q, group_size: int, eps: float, output: str, layout: str, 
         raise
 
 
-@torch.library.custom_op("kiln::per_token_group_quant", mutates_args=())
 def per_token_group_quant(x: torch.Tensor, group_size: int, eps: float, output: str, layout: str,
                           use_ue8m0: bool, silu_and_mul: bool) -> Tuple[torch.Tensor, torch.Tensor]:
     done = _fast_body(x, None, group_size, eps, output, layout, use_ue8m0, silu_and_mul)
@@ -142,13 +141,11 @@ def per_token_group_quant(x: torch.Tensor, group_size: int, eps: float, output: 
     return q, scales
 
 
-@per_token_group_quant.register_fake
-def _(x, group_size, eps, output, layout, use_ue8m0, silu_and_mul):
+def _fake(x, group_size, eps, output, layout, use_ue8m0, silu_and_mul):
     m, k, _ = _check_x(x, group_size, layout, silu_and_mul)
     return _empty_outputs(x, m, k, group_size, output, layout)
 
 
-@torch.library.custom_op("kiln::per_token_group_quant_out", mutates_args=("out_q",))
 def per_token_group_quant_out(x: torch.Tensor, out_q: torch.Tensor, group_size: int, eps: float, output: str,
                               layout: str, use_ue8m0: bool, silu_and_mul: bool) -> torch.Tensor:
     done = _fast_body(x, out_q, group_size, eps, output, layout, use_ue8m0, silu_and_mul)
@@ -156,16 +153,41 @@ def per_token_group_quant_out(x: torch.Tensor, out_q: torch.Tensor, group_size: 
         return done[1]
     m, k, stride = _check_x(x, group_size, layout, silu_and_mul)
     _check_out_q(out_q, x, k, output)
+    # Why here and in the fake: the op has no ADInplaceOrView kernel (below) to bump out_q's
+    # version; _fast_body bumps it likewise.
+    torch.autograd.graph.increment_version(out_q)
     scales = _empty_scales(x, m, k, group_size, layout)
     _launch(x, out_q, scales, m, k, stride, group_size, eps, output, layout, use_ue8m0, silu_and_mul)
     return scales
 
 
-@per_token_group_quant_out.register_fake
-def _(x, out_q, group_size, eps, output, layout, use_ue8m0, silu_and_mul):
+def _fake_out(x, out_q, group_size, eps, output, layout, use_ue8m0, silu_and_mul):
     m, k, _ = _check_x(x, group_size, layout, silu_and_mul)
     _check_out_q(out_q, x, k, output)
+    torch.autograd.graph.increment_version(out_q)
     return _empty_scales(x, m, k, group_size, layout)
+
+
+# Why torch.library.Library and not torch.library.custom_op: custom_op wraps the body in Python
+# kernels at the Autograd and ADInplaceOrView keys, which made the dispatch of a call through
+# torch.ops.kiln.* (what a compiled graph makes) three times as costly
+# (bench/results/2026-12-04-cpu-op-dispatch.md). The schemas are the ones custom_op inferred, so
+# graphs that name the ops stay valid.
+_LIBRARY = torch.library.Library("kiln", "DEF")
+_OPS = (
+    ("per_token_group_quant", "(Tensor x, SymInt group_size, float eps, str output, str layout, bool use_ue8m0, "
+     "bool silu_and_mul) -> (Tensor, Tensor)", per_token_group_quant, _fake),
+    ("per_token_group_quant_out", "(Tensor x, Tensor(a1!) out_q, SymInt group_size, float eps, str output, "
+     "str layout, bool use_ue8m0, bool silu_and_mul) -> Tensor", per_token_group_quant_out, _fake_out),
+)
+for _name, _schema, _body, _fake_body in _OPS:
+    _LIBRARY.define(_name + _schema, tags=(torch.Tag.pt2_compliant_tag,))
+    # Why every backend: a CPU tensor reaches the body, which raises the ValueError naming x.
+    _LIBRARY.impl(_name, _body, "CompositeExplicitAutograd")
+    # Why: a quantizer has no gradient; its outputs come out not requiring one, so a backward
+    # through them is refused instead of silently giving x none.
+    _LIBRARY.impl(_name, torch.library.fallthrough_kernel, "Autograd")
+    torch.library.register_fake(f"kiln::{_name}", _fake_body, lib=_LIBRARY)
 
 
 def _check_out_q(out_q, x: torch.Tensor, k: int, output: str) -> None:

@@ -74,6 +74,39 @@ def test_ops_are_registered():
     assert "!" not in str(torch.ops.kiln.per_token_group_quant.default._schema)
 
 
+def test_outputs_have_no_gradient():
+    # A quantizer is not differentiable: its outputs do not require grad even when x does, so a
+    # backward through them is refused rather than silently giving x no gradient.
+    x = meta(4, 256).requires_grad_()
+    q, scales = torch.ops.kiln.per_token_group_quant(x, 128, 1e-10, "e4m3", "row_major", False, False)
+    out_scales = torch.ops.kiln.per_token_group_quant_out(x, meta(4, 256, dtype=torch.float8_e4m3fn), 128, 1e-10,
+                                                          "e4m3", "row_major", False, False)
+    assert not q.requires_grad and not scales.requires_grad and not out_scales.requires_grad
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        scales.sum().backward()
+
+
+def test_the_op_bumps_out_q_version():
+    # The op has no ADInplaceOrView kernel; its bodies and its fake bump out_q as that kernel would.
+    out = meta(4, 256, dtype=torch.float8_e4m3fn)
+    before = out._version
+    torch.ops.kiln.per_token_group_quant_out(meta(4, 256), out, 128, 1e-10, "e4m3", "row_major", False, False)
+    assert out._version > before
+
+
+def test_op_dispatch_bench_prints_every_row():
+    import pathlib
+    import subprocess
+    import sys
+    script = pathlib.Path(__file__).resolve().parents[2] / "bench" / "op_dispatch.py"
+    done = subprocess.run([sys.executable, str(script), "--calls", "2000", "--batch", "100", "--rounds", "2"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) == 6, done.stdout  # header and five paths
+    assert all(float(row.split("|")[2]) > 0 for row in rows[1:]), done.stdout
+
+
 @pytest.mark.parametrize("fn,qdtype", [(FP8, torch.float8_e4m3fn), (INT8, torch.int8)])
 @pytest.mark.parametrize("layout", list(LAYOUT_FLAGS))
 @pytest.mark.parametrize("group", [32, 64, 128])
