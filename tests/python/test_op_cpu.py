@@ -145,27 +145,33 @@ def test_fake_tensor_mode_on_cuda_device():
         assert scales.shape == (7, 4) and scales.stride() == (1, 8)
 
 
-def test_torch_compile_fullgraph_traces_without_breaks():
+# aot_eager: AOTAutograd functionalizes the graph, the out_q op through auto_functionalized.
+COMPILE_BACKENDS = ["eager", "aot_eager"]
+
+
+@pytest.mark.parametrize("backend", COMPILE_BACKENDS)
+def test_torch_compile_fullgraph_traces_without_breaks(backend):
     torch._dynamo.reset()
 
     def f(x):
         q, scales = FP8(x * 2, group_size=128, column_major_scales=True)
         return q, scales + 1
 
-    q, scales = torch.compile(f, fullgraph=True, backend="eager")(meta(16, 1024))
+    q, scales = torch.compile(f, fullgraph=True, backend=backend)(meta(16, 1024))
     assert q.shape == (16, 1024) and q.dtype == torch.float8_e4m3fn
     assert scales.shape == (16, 8)
 
 
-def test_torch_compile_fullgraph_with_out_q():
+@pytest.mark.parametrize("backend", COMPILE_BACKENDS)
+def test_torch_compile_fullgraph_with_out_q(backend):
     torch._dynamo.reset()
 
     def f(x, out):
         return INT8(x, out_q=out)
 
     out = torch.empty(8, 256, dtype=torch.int8, device="meta")
-    q, scales = torch.compile(f, fullgraph=True, backend="eager")(meta(8, 256), out)
-    assert q.shape == (8, 256) and scales.shape == (8, 2)
+    q, scales = torch.compile(f, fullgraph=True, backend=backend)(meta(8, 256), out)
+    assert q is out and scales.shape == (8, 2)
 
 
 # Every error names its argument.
