@@ -21,8 +21,8 @@ struct BenchPlan {
   int launch_chunks = 20;  ///< chunks of `launch_chunk` launches, per path
   int launch_chunk = 500;
   int compile_reps = 3;   ///< NVRTC compiles per measurement (after the process's first)
-  int disk_loads = 1000;
-  int remote_nodes = 9;   ///< fresh empty-disk nodes per module against a warm Redis  ///< timed disk-cache hits per folder size
+  int disk_loads = 1000;  ///< timed disk-cache hits per folder size
+  int remote_nodes = 9;   ///< fresh empty-disk nodes per module against a warm Redis
   int disk_entries_small = 10;
   int disk_entries_large = 10'000;
 
