@@ -180,14 +180,20 @@ _OPS = (
     ("per_token_group_quant_out", "(Tensor x, Tensor(a1!) out_q, SymInt group_size, float eps, str output, "
      "str layout, bool use_ue8m0, bool silu_and_mul) -> Tensor", per_token_group_quant_out, _fake_out),
 )
-for _name, _schema, _body, _fake_body in _OPS:
-    _LIBRARY.define(_name + _schema, tags=(torch.Tag.pt2_compliant_tag,))
-    # Why every backend: a CPU tensor reaches the body, which raises the ValueError naming x.
-    _LIBRARY.impl(_name, _body, "CompositeExplicitAutograd")
-    # Why: a quantizer has no gradient; its outputs come out not requiring one, so a backward
-    # through them is refused instead of silently giving x none.
-    _LIBRARY.impl(_name, torch.library.fallthrough_kernel, "Autograd")
-    torch.library.register_fake(f"kiln::{_name}", _fake_body, lib=_LIBRARY)
+
+
+def _register_ops() -> None:
+    for name, schema, body, fake in _OPS:
+        _LIBRARY.define(name + schema, tags=(torch.Tag.pt2_compliant_tag,))
+        # Why every backend: a CPU tensor reaches the body, which raises the ValueError naming x.
+        _LIBRARY.impl(name, body, "CompositeExplicitAutograd")
+        # Why: a quantizer has no gradient; its outputs come out not requiring one, so a backward
+        # through them is refused instead of silently giving x none.
+        _LIBRARY.impl(name, torch.library.fallthrough_kernel, "Autograd")
+        torch.library.register_fake(f"kiln::{name}", fake, lib=_LIBRARY)
+
+
+_register_ops()
 
 
 def _check_out_q(out_q, x: torch.Tensor, k: int, output: str) -> None:
