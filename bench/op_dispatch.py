@@ -10,23 +10,13 @@ host touches them all alike. Prints a table; with --out, writes OUT.md as well.
 """
 import argparse
 import statistics
-import time
 
 import torch
 
 import kiln
 from kiln import _torch_ops
 
-
-def batch_samples(fn, batches, batch):
-    """Microseconds per call of `batches` batches of `batch` calls, each batch timed alone."""
-    samples = []
-    for _ in range(batches):
-        start = time.perf_counter_ns()
-        for _ in range(batch):
-            fn()
-        samples.append((time.perf_counter_ns() - start) / batch / 1000)
-    return samples
+from host_timing import batch_samples
 
 
 def main():

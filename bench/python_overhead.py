@@ -12,28 +12,16 @@ path" rows turn that off. Writes OUT.json and OUT.md.
 import argparse
 import json
 import statistics
-import time
 
 import torch
 
 import kiln
 from kiln import _kiln, _variant
 
+from host_timing import batch_samples
+
 FAST = kiln._fast
 PYTHON_PATH = ", Python path"  # rows measured with the fast path off
-
-
-def batch_samples(fn, batches, batch):
-    """Microseconds per call of `batches` batches of `batch` calls, each batch timed alone."""
-    samples = []
-    for _ in range(batches):
-        torch.cuda.synchronize()
-        start = time.perf_counter_ns()
-        for _ in range(batch):
-            fn()
-        samples.append((time.perf_counter_ns() - start) / batch / 1000)
-    torch.cuda.synchronize()
-    return samples
 
 
 def main():
@@ -75,11 +63,12 @@ def main():
         samples = {name: [] for name in paths}
         for name, fn in paths.items():  # warm-up: loads the module, fills caches
             kiln._fast = None if name.endswith(PYTHON_PATH) else FAST
-            batch_samples(fn, 1, args.batch)
+            batch_samples(fn, 1, args.batch, torch.cuda.synchronize)
         for _ in range(args.rounds):
             for name, fn in paths.items():
                 kiln._fast = None if name.endswith(PYTHON_PATH) else FAST
-                samples[name] += batch_samples(fn, args.calls // args.batch // args.rounds, args.batch)
+                samples[name] += batch_samples(fn, args.calls // args.batch // args.rounds, args.batch,
+                                               torch.cuda.synchronize)
         kiln._fast = FAST
         for name, taken in samples.items():
             rows.append({"m": m, "k": k, "path": name, "median_us": round(statistics.median(taken), 3),
