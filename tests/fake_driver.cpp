@@ -463,9 +463,10 @@ ProvidedModule FakeProvider::provide(const KernelSource& source, const Target& t
   if (hook) hook(source);
 
   std::lock_guard lock(mutex_);
-  if (failing_.count(source.module) != 0)
+  if (const auto failing = failing_.find(source.module); failing != failing_.end())
     throw_error("nvrtcCompileProgram failed for '" + source.module + "'",
-                ErrorContext{"nvrtcCompileProgram", source.module, target.name(), {}, "fake.cu(1): error: fake"});
+                ErrorContext{"nvrtcCompileProgram", source.module, target.name(), {}, "fake.cu(1): error: fake",
+                             failing->second});
   ProvidedModule out;
   out.module.module = source.module;
   out.module.target = target;
@@ -484,9 +485,9 @@ ProvidedModule FakeProvider::provide(const KernelSource& source, const Target& t
   return out;
 }
 
-void FakeProvider::fail(const std::string& module) {
+void FakeProvider::fail(const std::string& module, int nvrtc_result) {
   std::lock_guard lock(mutex_);
-  failing_.insert(module);
+  failing_[module] = nvrtc_result;
 }
 
 void FakeProvider::export_only(const std::string& module, std::vector<std::string> entries) {

@@ -82,8 +82,9 @@ class FakeProvider {
  public:
   ModuleProvider provider();
 
-  // provide() throws a compile error (kiln::Error with an NVRTC log) for these modules.
-  void fail(const std::string& module);
+  // provide() throws a compile error (kiln::Error with an NVRTC log and `nvrtc_result`, an
+  // nvrtcResult: 6 is NVRTC_ERROR_COMPILATION, 1 NVRTC_ERROR_OUT_OF_MEMORY) for these modules.
+  void fail(const std::string& module, int nvrtc_result = 6);
   // The image of `module` exports only `entries` (to make an entry lookup fail).
   void export_only(const std::string& module, std::vector<std::string> entries);
   void put_on_disk(const std::string& module, const std::string& target);
@@ -98,7 +99,7 @@ class FakeProvider {
   ProvidedModule provide(const KernelSource& source, const Target& target);
 
   mutable std::mutex mutex_;
-  std::set<std::string> failing_;
+  std::map<std::string, int> failing_;  // module -> nvrtcResult
   std::map<std::string, std::vector<std::string>> exports_;
   std::set<std::pair<std::string, std::string>> disk_;
   std::map<std::string, int> provided_;

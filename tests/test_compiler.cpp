@@ -263,6 +263,22 @@ TEST_CASE("a failed compile: one error type with module, target, options, log, a
     CHECK(e.context().log.find("identifier \"oops\" is undefined") != std::string::npos);
   }
 
+  // A variant's text: #defines, then `#line 1`, so NVRTC numbers the family's lines; the excerpt
+  // must show those lines, not the ones the defines push down.
+  const std::string defines = "// variant broken_variant_for_test\n#define KILN_TEST_A 1\n#define KILN_TEST_B 2\n#line 1\n";
+  const std::string variant_text = defines + text;
+  auto variant = test_source("broken_variant_for_test", variant_text);
+  variant.prelude_bytes = defines.size();
+  try {
+    compile_module(variant, target, options);
+    FAIL("a broken variant compiled");
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    CAPTURE(message);
+    CHECK(message.find("broken_variant_for_test.cu(3): error: identifier \"oops\" is undefined") != std::string::npos);
+    CHECK(message.find("  > 3 |   p[0] = oops;\n") != std::string::npos);
+  }
+
   const auto bad_option = test_source("bad_option_for_test", FLOATS_SOURCE);
   CHECK_THROWS_WITH(compile_module(bad_option, target, {"-arch=sm_90a", "--no-such-option"}),
                     Catch::Contains("bad_option_for_test") && Catch::Contains("NVRTC_ERROR_INVALID_OPTION"));

@@ -113,6 +113,8 @@ TEST_CASE("a variant is a module: find_module resolves its name to the family so
   CHECK(text.rfind("// variant " + name + "\n#define KILN_Q_IN 1\n#define KILN_Q_GROUP 64\n#define KILN_Q_OUT 1\n"
                    "#define KILN_Q_SCALES 1\n#define KILN_Q_UE8M0 0\n#define KILN_Q_SILU 1\n#line 1\n// kiln: variant family",
                    0) == 0);
+  // Line 1 of the family's file, where compile errors are numbered from.
+  CHECK(text.substr(source->prelude_bytes).rfind("// kiln: variant family", 0) == 0);
   CHECK(find_module(name) == source);  // interned: made once, the same object after
   // The family itself is not a module, and is not among the embedded modules warm and prefetch use.
   CHECK(find_module("per_token_group_quant") == nullptr);

@@ -16,6 +16,7 @@ struct ErrorContext {
   std::string target;                ///< compile target, e.g. "sm_90a", if any
   std::vector<std::string> options;  ///< NVRTC options, for compile failures
   std::string log;                   ///< NVRTC log, for compile failures
+  int result = 0;                    ///< the failed call's nvrtcResult or CUresult; 0 when none
 };
 
 class Error : public std::runtime_error {

@@ -30,6 +30,7 @@ void require_entries(const DriverApi& api, const std::vector<const char*>& symbo
 
 void throw_driver_error(const DriverApi& api, CUresult result, const char* call, ErrorContext context) {
   context.call = call;
+  context.result = static_cast<int>(result);
   throw_error(driver_error_message(api, result, call), std::move(context));
 }
 

@@ -6,6 +6,7 @@
 #include "base/log.hpp"
 #include "driver/driver_check.hpp"
 #include "driver/primary_context.hpp"
+#include "jit/compiler.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::driver {
@@ -26,14 +27,16 @@ bool is_bad_image(CUresult result) {
   }
 }
 
-// Why these: NVRTC gives the same errors for the same source, and an image without an entry stays
-// so; a module in no cache layer with KILN_JIT=off, or with no NVRTC to compile it (both fixed for
-// the process), stays missing; anything else (memory, I/O, a device that comes back) may pass next time.
+// Why these: NVRTC gives the same errors for the same source and options, and an image without an
+// entry stays so; a module in no cache layer with KILN_JIT=off, or with no NVRTC to compile it (both
+// fixed for the process), stays missing; anything else (memory, I/O, NVRTC's internal failures, a
+// device that comes back) may pass next time.
 bool is_permanent(const std::exception& error) {
   const auto* kiln_error = dynamic_cast<const Error*>(&error);
   if (kiln_error == nullptr) return false;
   const std::string& call = kiln_error->context().call;
-  return call == "nvrtcCompileProgram" || call == "cuModuleGetFunction" || call == "KILN_JIT" || call == "nvrtc_api";
+  return is_permanent_compile_failure(kiln_error->context()) || call == "cuModuleGetFunction" || call == "KILN_JIT" ||
+         call == "nvrtc_api";
 }
 
 std::string describe(const std::exception& error) {

@@ -27,8 +27,8 @@ struct CompileScope {
   const Target& target;
   const std::vector<std::string>& options;
 
-  ErrorContext context(const char* call, std::string log = {}) const {
-    return {call, source.module, target.name(), options, std::move(log)};
+  ErrorContext context(const char* call, nvrtcResult result, std::string log = {}) const {
+    return {call, source.module, target.name(), options, std::move(log), static_cast<int>(result)};
   }
 };
 
@@ -36,7 +36,7 @@ void check(nvrtcResult result, const char* call, const CompileScope& scope) {
   if (result == NVRTC_SUCCESS) return;
   throw_error(std::string(call) + " failed for module '" + scope.source.module + "' (" + scope.target.name() +
                   "): " + scope.api.error_text(result),
-              scope.context(call));
+              scope.context(call, result));
 }
 
 /// Owns one nvrtcProgram.
@@ -91,7 +91,7 @@ std::string strip_nul(std::string text) {
 }
 
 std::vector<SourceText> source_texts(const KernelSource& source, const std::string& name) {
-  std::vector<SourceText> files{{name, source.text}};
+  std::vector<SourceText> files{{name, source.text.substr(source.prelude_bytes)}};
   for (const auto& header : embedded_headers()) files.push_back({header.name, header.text});
   return files;
 }
@@ -102,7 +102,7 @@ std::vector<SourceText> source_texts(const KernelSource& source, const std::stri
   message += format_compile_log(log, source_texts(scope.source, scope.source.module + ".cu"));
   message += "NVRTC options:";
   for (const auto& option : scope.options) message += " " + option;
-  throw_error(message, scope.context("nvrtcCompileProgram", std::move(log)));
+  throw_error(message, scope.context("nvrtcCompileProgram", result, std::move(log)));
 }
 
 }  // namespace
@@ -149,10 +149,16 @@ CompiledModule compile_module(const KernelSource& source, const Target& target,
   if (module.ptx.empty() || (target.kind == OutputKind::cubin && module.cubin.empty()))
     throw_error("NVRTC returned no " + std::string(module.ptx.empty() ? "PTX" : "CUBIN") + " for module '" +
                     source.module + "' (" + target.name() + ")",
-                scope.context("nvrtcCompileProgram", module.log));
+                scope.context("nvrtcCompileProgram", NVRTC_SUCCESS, module.log));
   logger().debug("compiled {} for {} in {:.1f} ms (ptx {} B, cubin {} B)", source.module, target.name(),
                  module.compile_ms, module.ptx.size(), module.cubin.size());
   return module;
+}
+
+bool is_permanent_compile_failure(const ErrorContext& context) {
+  if (context.call != "nvrtcCompileProgram") return false;
+  const auto result = static_cast<nvrtcResult>(context.result);
+  return result == NVRTC_SUCCESS || result == NVRTC_ERROR_COMPILATION || result == NVRTC_ERROR_INVALID_OPTION;
 }
 
 Compiler::Compiler() : lineinfo_(lineinfo_from_env()) {}

@@ -7,6 +7,7 @@
 
 #include "jit/compiled_module.hpp"
 #include "jit/registry.hpp"
+#include "kiln/error.hpp"
 #include "kiln/target.hpp"
 
 namespace kiln {
@@ -29,11 +30,17 @@ bool lineinfo_from_env();
 /// run), and when NVRTC fails; then the message shows each error with its numbered source lines and
 /// the context holds the call, module, target, options and raw NVRTC log.
 ///
-/// Thread safety: safe to call from many threads at once, and independent compiles run in
-/// parallel. NVRTC allows concurrent calls on different nvrtcProgram handles and each call here owns
-/// its own; NVRTC runs under the "C" locale of the calling thread, whatever the process locale.
+/// Thread safety: safe to call from many threads at once. NVRTC allows concurrent calls on
+/// different nvrtcProgram handles and each call here owns its own (NVRTC 13.0 still serialises
+/// most of a compile internally: README, "Parallel compiles"); NVRTC runs under the "C" locale of
+/// the calling thread, whatever the process locale.
 CompiledModule compile_module(const KernelSource& source, const Target& target,
                               const std::vector<std::string>& options);
+
+/// Whether a failed compile (a kiln::Error whose context's call is `nvrtcCompileProgram`) fails the
+/// same way on every try: an error in the source or the options, or no PTX returned. Out of memory
+/// and NVRTC's internal failures may pass next time.
+bool is_permanent_compile_failure(const ErrorContext& context);
 
 /// The Compiler kiln uses: compile_options with the process's `-lineinfo` choice, compile_module,
 /// then the `KILN_DUMP_DIR` dump of what it compiled. Immutable after construction; every member is

@@ -2,6 +2,7 @@
 /// @file
 /// The CUDA sources embedded in the library at build time (tools/embed_kernels.py over kernels_src/).
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,9 @@ struct KernelSource {
   std::vector<std::string> entries;  ///< `extern "C" __global__` functions, in file order
   std::string_view text;             ///< source, lives as long as the process
   std::string sha256;                ///< hex digest of `text`, computed at build time
+  /// Bytes of `text` ahead of what NVRTC numbers as line 1: a variant's `#define`s, which end in
+  /// `#line 1` so that errors point into the family's file.
+  std::size_t prelude_bytes = 0;
 };
 
 /// A `.cuh` file, handed to NVRTC by its file name so `#include "name.cuh"` needs no include path.

@@ -186,10 +186,11 @@ const KernelSource& variant_source(const Variant& variant) {
   if (!slot) {
     const KernelSource& family = family_source(*variant.family);
     auto made = std::make_unique<InternedVariant>();
-    made->text = prelude(variant) + std::string(family.text);
+    const std::string defines = prelude(variant);
+    made->text = defines + std::string(family.text);
     // Why the family's digest: the parameters are in the module name, so name + digest identify the
     // text (and the cache key hashes the full text anyway).
-    made->source = KernelSource{name, family.family, family.entries, made->text, family.sha256};
+    made->source = KernelSource{name, family.family, family.entries, made->text, family.sha256, defines.size()};
     slot = std::move(made);
   }
   return slot->source;
