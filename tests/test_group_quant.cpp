@@ -75,6 +75,9 @@ TEST_CASE("check names the argument, what was expected and the valid range") {
   args.q = address(0x20008);
   args.scales = nullptr;
   CHECK(error_of([&] { GroupQuant::check(v, args); }) == "invalid argument 'scales': expected a device pointer, got null");
+  // A row of more than 2^32-1 groups is the row's fault, not m's.
+  CHECK(error_of([&] { GroupQuant::check(v, args_for(1, 128ull << 33)); }) ==
+        "invalid argument 'k': expected at most 2^32-1 groups (k / group) per row, got 1099511627776");
   // An empty shape needs no pointers.
   QuantArgs empty;
   empty.k = 128;
@@ -161,6 +164,14 @@ TEST_CASE("scale buffer sizes follow each layout") {
   v.scales = QuantScales::ue8m0_packed;
   v.ue8m0 = true;
   CHECK(quant_scales_bytes(v, 5, 768) == 2 * 8 * 4);  // ceil(6/4) words per padded row
+  // Sizes that do not fit are refused, never wrapped around to a small buffer.
+  CHECK(error_of([&] { quant_scales_bytes(v, 1ull << 62, 128); }) ==
+        "invalid argument 'm': expected at most 2^31-1 rows, got 4611686018427387904");
+  v = QuantVariant{};
+  CHECK(error_of([&] { quant_scales_bytes(v, 0x7FFFFFFF, 128ull << 40); }) ==
+        "invalid argument 'k': expected a shape whose scales fit in 2^64 bytes, got 140737488355328");
+  CHECK(error_of([&] { quant_scales_bytes(v, 5, 100); }) ==
+        "invalid argument 'k': expected a multiple of the group (128), got 100");
 }
 
 TEST_CASE("C ABI: params start as the seed variant, and every field is checked") {
@@ -196,6 +207,11 @@ TEST_CASE("C ABI: params start as the seed variant, and every field is checked")
   CHECK(std::string(kiln_last_error()) ==
         "invalid argument 'params->flags': expected a combination of KILN_QUANT_FLAG_PDL (1), got 2");
   params.flags = 0;
+  params.reserved = 1;
+  CHECK(kiln_quant_scales_bytes(&params, 5, 768, &bytes) == KILN_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(kiln_last_error()) ==
+        "invalid argument 'params->reserved': expected 0 (reserved for later versions), got 1");
+  params.reserved = 0;
   params.struct_size = 8;
   CHECK(kiln_quant_scales_bytes(&params, 5, 768, &bytes) == KILN_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(kiln_last_error()) == "invalid argument 'params->struct_size': expected at least 48, got 8");

@@ -8,6 +8,7 @@
 #include "fake_driver.hpp"
 #include "hostile_support.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
+#include "kiln/ops/group_quant.hpp"
 #include "kiln/service.hpp"
 
 using namespace kiln;
@@ -17,16 +18,18 @@ namespace {
 
 const std::string SHARED_MODULE(ops::FP8_QUANT_MODULE);
 
+const std::string SEED_FAMILY_MODULE = "per_token_group_quant-bf16-g128-e4m3-row";
+
 struct Fixture {
   FakeDriver& fake = FakeDriver::instance();
   FakeProvider files;
   driver::DriverApi api;
   std::unique_ptr<Service> service;
 
-  Fixture() {
-    fake.reset();
+  explicit Fixture(FakeDevice device = {"NVIDIA H200", 9, 0, 132}, Target target = sm90a()) {
+    fake.reset({device});
     api = fake.api();
-    service = std::make_unique<Service>(std::make_unique<CudaBackend>(api, 0, files.provider(), always(sm90a())),
+    service = std::make_unique<Service>(std::make_unique<CudaBackend>(api, 0, files.provider(), always(target)),
                                         std::make_shared<DiskCache>(DiskCacheConfig{}));
   }
 
@@ -82,6 +85,19 @@ TEST_CASE("a compile error is remembered: the module is not compiled again on ev
   CHECK(f.service->counters().memory.failures == 1);
 }
 
+TEST_CASE("NVRTC out of memory is not a compile error: the module is compiled again on the next call") {
+  Fixture f;
+  f.files.fail(SHARED_MODULE, 1);  // NVRTC_ERROR_OUT_OF_MEMORY
+  CHECK_FALSE(f.service->fp8_act_quant().shared().loaded());
+  CHECK(f.files.provided(SHARED_MODULE) == 1);
+  f.files.fail(SHARED_MODULE, 11);  // NVRTC_ERROR_INTERNAL_ERROR
+  CHECK_FALSE(f.service->fp8_act_quant().shared().loaded());
+  CHECK(f.files.provided(SHARED_MODULE) == 2);
+  f.files.fail(SHARED_MODULE, 5);  // NVRTC_ERROR_INVALID_OPTION: the same options fail the same way
+  for (int call = 0; call < 3; ++call) CHECK_FALSE(f.service->fp8_act_quant().shared().loaded());
+  CHECK(f.files.provided(SHARED_MODULE) == 3);
+}
+
 TEST_CASE("a clear() while a launch is between resolve and cuLaunchKernel does not unload its module") {
   Fixture f;
   const ops::Fp8ActQuant quant = f.service->fp8_act_quant();
@@ -99,4 +115,68 @@ TEST_CASE("a clear() while a launch is between resolve and cuLaunchKernel does n
   CHECK(f.fake.live_modules() == 0);
   CHECK_THROWS_AS(f.launch(quant), Error);  // retired: refused, never handed to the driver
   CHECK(f.fake.uses_after_unload() == 0);
+}
+
+namespace {
+
+ops::QuantArgs seed_call(std::uint64_t k) {
+  alignas(16) static unsigned char buffer[4096];
+  ops::QuantArgs args;
+  args.x = buffer;
+  args.q = buffer;
+  args.scales = buffer;
+  args.m = 1;
+  args.k = k;
+  return args;
+}
+
+}  // namespace
+
+TEST_CASE("the seed variant: prepare loads its family module too, so no later call loads one") {
+  Fixture f;
+  const ops::GroupQuant seed = f.service->group_quant(ops::QuantVariant{});
+  REQUIRE(seed.available());
+  // Resolving loads the seed's two modules only; the family module waits for a call that needs it.
+  CHECK(f.files.provided(SEED_FAMILY_MODULE) == 0);
+  REQUIRE(seed.prepare(f.service->gpu()));
+  CHECK(f.files.provided(SEED_FAMILY_MODULE) == 1);
+  ops::QuantArgs other_eps = seed_call(128);
+  other_eps.eps = 1e-6f;
+  const ops::QuantLaunch launched = seed.launch(f.service->gpu(), other_eps);
+  CHECK_FALSE(launched.seed_path);
+  CHECK(launched.kernel.loaded());
+  CHECK(f.files.provided(SEED_FAMILY_MODULE) == 1);  // found in memory: nothing loaded during the call
+  CHECK(seed.launch(f.service->gpu(), seed_call(128)).seed_path);
+}
+
+TEST_CASE("the seed variant: a row past the shared kernel's grid Y runs the family kernel, not a refusal") {
+  // No twin here, so the seed's pick could only take the shared kernel, whose grid Y holds k/128 <= 65535.
+  Fixture f({"NVIDIA A100", 8, 0, 108}, sm80());
+  const ops::GroupQuant seed = f.service->group_quant(ops::QuantVariant{});
+  REQUIRE(seed.available());
+  const std::uint64_t k = 128ull * (ops::FP8_QUANT_MAX_GRID_Y + 1);
+  CHECK_NOTHROW(ops::GroupQuant::check(ops::QuantVariant{}, seed_call(k)));
+  const ops::QuantLaunch launched = seed.launch(f.service->gpu(), seed_call(k));
+  CHECK_FALSE(launched.seed_path);
+  CHECK(launched.kernel.loaded());
+  CHECK(seed.launch(f.service->gpu(), seed_call(k - 128)).seed_path);  // the last row the seed kernels take
+}
+
+TEST_CASE("the seed variant without its family module: prepare says so, and such a call names the variant") {
+  Fixture f;
+  f.files.fail(SEED_FAMILY_MODULE);
+  const ops::GroupQuant seed = f.service->group_quant(ops::QuantVariant{});
+  REQUIRE(seed.available());
+  CHECK_FALSE(seed.prepare(f.service->gpu()));
+  CHECK(seed.launch(f.service->gpu(), seed_call(128)).seed_path);  // the seed's own calls still run
+  ops::QuantArgs other_eps = seed_call(128);
+  other_eps.eps = 1e-6f;
+  try {
+    seed.launch(f.service->gpu(), other_eps);
+    FAIL("a call needing the missing family module launched");
+  } catch (const Error& error) {
+    CHECK_THAT(error.what(), Catch::Contains("variant " + SEED_FAMILY_MODULE + " is not available"));
+    // The C ABI tells this apart from a driver failure by the empty call (KILN_ERROR_UNAVAILABLE).
+    CHECK(error.context().call.empty());
+  }
 }

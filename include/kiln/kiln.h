@@ -259,7 +259,7 @@ typedef struct kiln_quant_params {
   float eps;             /**< floor of a group's max |x|: finite, >= 0 (default 1e-10) */
   uint64_t x_row_stride; /**< elements between rows of x; 0: dense (default) */
   uint32_t flags;        /**< KILN_QUANT_FLAG_* bits (default 0) */
-  uint32_t reserved;     /**< 0 */
+  uint32_t reserved;     /**< 0 (anything else: KILN_ERROR_INVALID_ARGUMENT) */
 } kiln_quant_params;
 #define KILN_QUANT_PARAMS_V1_SIZE 48u
 
@@ -268,14 +268,17 @@ typedef struct kiln_quant_params {
 kiln_status kiln_quant_params_init(kiln_quant_params* params);
 
 /** Bytes the scales buffer of `params`' layout needs for `[m, k]` into `*bytes` (not NULL).
- *  KILN_ERROR_INVALID_ARGUMENT for an impossible variant or `k` not a multiple of the group. */
+ *  KILN_ERROR_INVALID_ARGUMENT for an impossible variant, `k` not a multiple of the group, `m` >
+ *  2^31-1 or a size past 2^64 bytes. */
 kiln_status kiln_quant_scales_bytes(const kiln_quant_params* params, uint64_t m, uint64_t k, uint64_t* bytes);
 
 /**
  * Resolves the variant on the service's device now (compiles or loads its module; nothing else),
  * so that a later kiln_quant() (in a CUDA graph capture, on a latency path) finds it in memory.
+ * The default variant has the seed's two kernels plus the family module for the calls they cannot
+ * take (eps other than 1e-10, strided rows, k/128 > 65535); this loads all three.
  * KILN_ERROR_INVALID_ARGUMENT for an impossible combination (the message names the parameter and
- * the allowed values); KILN_ERROR_UNAVAILABLE when the device has no kernel for it.
+ * the allowed values); KILN_ERROR_UNAVAILABLE when the device lacks a kernel a call of it can need.
  */
 kiln_status kiln_quant_prepare(kiln_service* service, const kiln_quant_params* params);
 

@@ -185,7 +185,10 @@ PYBIND11_MODULE(_kiln, m) {
   m.def(
       "warm",
       [](int device, const QuantVariant& variant) {
-        return invalid_as_value_error([&] { return service(device).group_quant(variant).available(); });
+        return invalid_as_value_error([&] {
+          kiln::Service& s = service(device);
+          return s.group_quant(variant).prepare(s.gpu());
+        });
       },
       py::call_guard<py::gil_scoped_release>(), py::arg("device"), py::arg("variant"));
   m.def(

@@ -79,7 +79,9 @@ def warm(device=None, dtype=None, group_size=128, output="e4m3", scales="row_maj
     """Load a quantizer variant on `device` (default: the current CUDA device) now, from the disk
     cache or by compiling, so that its first use, e.g. inside a CUDA graph capture, loads nothing.
     dtype: x's dtype (default torch.bfloat16); output: 'e4m3' or 'int8'; scales: 'row_major',
-    'column_major', 'column_major_tma' or 'ue8m0_packed'. Returns whether a kernel is there."""
+    'column_major', 'column_major_tma' or 'ue8m0_packed'. Returns whether every kernel a call of the
+    variant can launch is there (the default variant: the seed's two and the family module that takes
+    another eps or strided rows)."""
     ops = _ops()
     return ops.warm(device, _torch.bfloat16 if dtype is None else dtype, group_size, output, scales, use_ue8m0,
                     fuse_silu_and_mul)

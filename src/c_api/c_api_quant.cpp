@@ -44,6 +44,9 @@ std::pair<ops::QuantVariant, ops::QuantArgs> from_c(const kiln_quant_params* in)
   require_in(params.scales, KILN_QUANT_SCALES_UE8M0_PACKED, "params->scales");
   require_flag(params.ue8m0, "params->ue8m0");
   require_flag(params.silu_and_mul, "params->silu_and_mul");
+  // Why refused: a later version may give it a meaning, which old callers' garbage must not take.
+  if (params.reserved != 0)
+    kiln::throw_invalid_argument("params->reserved", "0 (reserved for later versions)", std::to_string(params.reserved));
   if ((params.flags & ~KILN_QUANT_FLAG_PDL) != 0)
     kiln::throw_invalid_argument("params->flags", "a combination of KILN_QUANT_FLAG_PDL (1)", std::to_string(params.flags));
   ops::QuantVariant variant;
@@ -61,6 +64,12 @@ std::pair<ops::QuantVariant, ops::QuantArgs> from_c(const kiln_quant_params* in)
   return {variant, args};
 }
 
+[[noreturn]] void throw_unavailable(kiln_service* service, const std::string& what) {
+  const std::string& why = service->service.unavailable_reason();
+  throw kiln::c_api::StatusError(KILN_ERROR_UNAVAILABLE,
+                                 what + ": " + (why.empty() ? "it did not compile or load (see the log)" : why));
+}
+
 }  // namespace
 
 extern "C" kiln_status kiln_quant_params_init(kiln_quant_params* params) {
@@ -75,8 +84,6 @@ extern "C" kiln_status kiln_quant_scales_bytes(const kiln_quant_params* params, 
   return guarded([&] {
     require_pointer(bytes, "bytes");
     const auto [variant, args] = from_c(params);
-    if (k % variant.group != 0)
-      kiln::throw_invalid_argument("k", "a multiple of the group (" + std::to_string(variant.group) + ")", std::to_string(k));
     *bytes = ops::quant_scales_bytes(variant, m, k);
   });
 }
@@ -85,11 +92,12 @@ extern "C" kiln_status kiln_quant_prepare(kiln_service* service, const kiln_quan
   return guarded([&] {
     require_pointer(service, "service");
     const auto [variant, args] = from_c(params);
-    if (!service->service.group_quant(variant).available()) {
-      const std::string& why = service->service.unavailable_reason();
-      throw kiln::c_api::StatusError(KILN_ERROR_UNAVAILABLE, "variant " + variant.module_name() + " is not available: " +
-                                                                 (why.empty() ? "it did not compile or load (see the log)" : why));
-    }
+    const ops::GroupQuant quant = service->service.group_quant(variant);
+    if (!quant.available()) throw_unavailable(service, "variant " + variant.module_name() + " is not available");
+    if (!quant.prepare(service->service.gpu()))
+      throw_unavailable(service, "variant " + variant.module_name() +
+                                     ": its family module, for the calls the seed kernels cannot take (eps other than "
+                                     "1e-10, strided rows, k/128 > 65535), is not available");
   });
 }
 
@@ -106,11 +114,15 @@ extern "C" kiln_status kiln_quant(kiln_service* service, const kiln_quant_params
     args.stream = stream;
     ops::GroupQuant::check(variant, args);
     const ops::GroupQuant quant = service->service.group_quant(variant);
-    if (!quant.available() && m != 0 && k != 0) {
-      const std::string& why = service->service.unavailable_reason();
-      throw kiln::c_api::StatusError(KILN_ERROR_UNAVAILABLE, "variant " + variant.module_name() + " is not available: " +
-                                                                 (why.empty() ? "it did not compile or load (see the log)" : why));
+    if (!quant.available() && m != 0 && k != 0)
+      throw_unavailable(service, "variant " + variant.module_name() + " is not available");
+    try {
+      quant.launch(service->service.backend(), args);
+    } catch (const kiln::Error& error) {
+      // Why: launch reports a kernel it could not get (the seed variant's family module, for a call
+      // the seed kernels cannot take) as a plain kiln::Error, with no failed call in its context.
+      if (kiln::c_api::is_invalid_argument(error) || !error.context().call.empty()) throw;
+      throw_unavailable(service, error.what());
     }
-    quant.launch(service->service.backend(), args);
   });
 }

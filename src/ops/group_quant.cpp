@@ -63,10 +63,11 @@ const Variant& jit_variant(const QuantVariant& variant) {
 
 std::uint64_t dense_stride(const QuantVariant& variant, std::uint64_t k) { return variant.silu_and_mul ? 2 * k : k; }
 
-// The seed kernels take only what they were written for: eps 1e-10 and dense rows, shapes in u32.
+// The seed kernels take only what they were written for: eps 1e-10, dense rows, and rows that the
+// shared kernel's grid holds (k/128 <= 65535 in grid Y), so whichever of them the pick chooses runs.
 bool seed_can_take(const QuantArgs& args) {
   return args.eps == 1e-10f && (args.x_row_stride == 0 || args.x_row_stride == args.k) &&
-         args.k <= std::numeric_limits<std::uint32_t>::max();
+         args.k / FP8_QUANT_GROUP <= FP8_QUANT_MAX_GRID_Y;
 }
 
 }  // namespace
@@ -93,9 +94,16 @@ std::string QuantVariant::refusal() const {
 std::string QuantVariant::module_name() const { return jit_variant(*this).name(); }
 
 std::uint64_t quant_scales_bytes(const QuantVariant& variant, std::uint64_t m, std::uint64_t k) {
+  if (const std::string refusal = variant.refusal(); !refusal.empty()) throw_error(refusal);
+  if (k % variant.group != 0)
+    throw_invalid_argument("k", "a multiple of the group (" + std::to_string(variant.group) + ")", std::to_string(k));
+  if (m > MAX_ROWS) throw_invalid_argument("m", "at most 2^31-1 rows", std::to_string(m));
   const std::uint64_t groups = groups_of(variant, k);
-  if (variant.scales == QuantScales::ue8m0_packed) return (groups + 3) / 4 * padded_to_4(m) * 4;
-  return groups * scale_rows(variant, m) * 4;
+  const std::uint64_t columns = variant.scales == QuantScales::ue8m0_packed ? (groups + 3) / 4 : groups;
+  std::uint64_t bytes = 0;
+  if (__builtin_mul_overflow(columns, scale_rows(variant, m), &bytes) || __builtin_mul_overflow(bytes, 4u, &bytes))
+    throw_invalid_argument("k", "a shape whose scales fit in 2^64 bytes", std::to_string(k));
+  return bytes;
 }
 
 std::uint32_t GroupQuant::groups_per_cta(const QuantVariant& variant) {
@@ -152,7 +160,9 @@ void GroupQuant::check(const QuantVariant& variant, const QuantArgs& args) {
                              std::to_string(args.x_row_stride));
   }
   if (args.m == 0 || args.k == 0) return;
-  if (grid(variant, args.m, args.k)[0] > MAX_GRID_X || args.k / variant.group > std::numeric_limits<std::uint32_t>::max())
+  if (args.k / variant.group > std::numeric_limits<std::uint32_t>::max())
+    throw_invalid_argument("k", "at most 2^32-1 groups (k / group) per row", std::to_string(args.k));
+  if (grid(variant, args.m, args.k)[0] > MAX_GRID_X)
     throw_invalid_argument("m", "m * k / group within the flat grid (2^31-1 CTAs)", std::to_string(args.m));
   require_pointer("x", args.x, 16);
   // Why: each thread of the family kernel stores its 16 (fp32 input: 8) codes at once.
@@ -176,6 +186,11 @@ GroupQuant GroupQuant::resolve_with(GpuBackend& gpu, const QuantVariant& variant
 }
 
 bool GroupQuant::available() const noexcept { return kernel_.loaded() || seed_.available(); }
+
+bool GroupQuant::prepare(GpuBackend& gpu) const {
+  if (!available()) return false;
+  return !variant_.is_seed() || kernel_.loaded() || gpu.try_kernel(variant_.module_name(), FAMILY).loaded();
+}
 
 QuantLaunch GroupQuant::launch(GpuBackend& gpu, const QuantArgs& args) const {
   check(variant_, args);

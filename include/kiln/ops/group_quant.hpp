@@ -82,7 +82,8 @@ struct QuantArgs {
   LaunchOptions options;
 };
 
-/// Bytes of the scales buffer for `(m, k)`: what the caller allocates.
+/// Bytes of the scales buffer for `(m, k)`: what the caller allocates. Throws kiln::Error for an
+/// impossible variant, `k` not a multiple of the group, `m` > 2^31-1, or a size past 2^64 bytes.
 std::uint64_t quant_scales_bytes(const QuantVariant& variant, std::uint64_t m, std::uint64_t k);
 
 /// How one call runs.
@@ -99,10 +100,10 @@ struct QuantLaunch {
 class GroupQuant {
  public:
   GroupQuant() = default;
-  /// Resolves `variant` on `gpu`: the seed variant resolves Fp8ActQuant (both its modules) and the
-  /// family variant too (for calls the seed kernels cannot take: another eps, strided rows); any
-  /// other variant compiles or loads its own module only. Throws kiln::Error for an impossible
-  /// variant, before any compile.
+  /// Resolves `variant` on `gpu`: the seed variant resolves Fp8ActQuant (both its modules), and its
+  /// family module is loaded by the first call the seed kernels cannot take (another eps, strided
+  /// rows, k/128 > 65535) or by prepare(); any other variant compiles or loads its own module only.
+  /// Throws kiln::Error for an impossible variant, before any compile.
   static GroupQuant resolve(GpuBackend& gpu, const QuantVariant& variant);
   /// `resolve` with the seed quantizer already resolved (Service keeps one per device).
   static GroupQuant resolve_with(GpuBackend& gpu, const QuantVariant& variant, const Fp8ActQuant& seed);
@@ -112,6 +113,10 @@ class GroupQuant {
   KernelHandle kernel() const noexcept { return kernel_; }
   /// Something can launch: the family kernel, or for the seed variant the seed quantizer.
   bool available() const noexcept;
+  /// Loads every kernel a call of this variant can launch, so that no call loads one (in a CUDA
+  /// graph capture, on a latency path): for the seed variant also its family module, which takes the
+  /// calls the seed kernels cannot. True when they are all there.
+  bool prepare(GpuBackend& gpu) const;
 
   /// Checks `args` (naming the argument, what was expected and the valid range), then quantizes.
   /// Throws kiln::Error when nothing can run or the launch fails.
@@ -121,8 +126,9 @@ class GroupQuant {
   static void check(const QuantVariant& variant, const QuantArgs& args);
   /// Group slots in one 256-thread CTA of the family kernel: 256 / lanes per group.
   static std::uint32_t groups_per_cta(const QuantVariant& variant);
-  /// Groups each slot takes (the kernel's KILN_Q_ITEMS): 1 with the fused SiLU, else 2; also 2 with
-  /// the fused SiLU where a group has two lanes (16-bit input, group 32) and the scales are row-major.
+  /// Groups each slot takes (the kernel's KILN_Q_ITEMS): with the fused SiLU 1, or 2 where a group
+  /// has two lanes (16-bit input, group 32) and the scales are not packed; without it 2, or 1 for
+  /// 16-bit input to e4m3 with fp32 scales.
   static std::uint32_t items_per_slot(const QuantVariant& variant);
   /// The family kernel's grid for `(m, k)`, 1-D: with row-major scales
   /// ceil(m * G / (groups_per_cta * items_per_slot)) CTAs, flat over (row, group); with column-major
