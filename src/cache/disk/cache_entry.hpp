@@ -3,7 +3,7 @@
 /// The disk cache entry format: pure encode and decode over byte buffers, no I/O, so every rule
 /// is unit-tested and the decoder can be fuzzed (libFuzzer: call decode_entry on the input).
 ///
-/// Layout (all integers little-endian; version `cache_format_version`, now 2; the layout is the same
+/// Layout (all integers little-endian; version `cache_format_version`, now 3; the layout is the same
 /// since version 1, the version also stands for the key encoding):
 ///
 /// | offset | bytes  | field                                                                 |
