@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -213,10 +214,14 @@ TEST_CASE("cache path: folders after the first writable one are read-only layers
     DiskCache filler(config_for(read_only));
     filler.store(key_for("m1", sm90a()), module_for("m1", sm90a()));
   }
-  std::filesystem::last_write_time(read_only + "/" + DiskCache::entry_name(key_for("m1", sm90a()), "m1", sm90a()),
-                                   std::filesystem::file_time_type{});
-  const auto before = std::filesystem::last_write_time(read_only + "/" +
-                                                       DiskCache::entry_name(key_for("m1", sm90a()), "m1", sm90a()));
+  const std::string good = read_only + "/" + DiskCache::entry_name(key_for("m1", sm90a()), "m1", sm90a());
+  const std::string corrupt = read_only + "/" + DiskCache::entry_name(key_for("m2", sm90a()), "m2", sm90a());
+  // Why an hour ago: the disk cache touches an entry older than its touch interval, so only a past
+  // mtime shows whether the layer touched it (a future one is never touched by anyone).
+  const auto an_hour_ago = std::filesystem::file_time_type::clock::now() - std::chrono::hours(1);
+  std::filesystem::last_write_time(good, an_hour_ago);
+  const auto before = std::filesystem::last_write_time(good);
+  write(corrupt, {1, 2, 3});
   const CachePath path = make_cache_path(writable + ":" + read_only + ":" + tmp / "absent", DiskCacheConfig{}, nullptr, {}, false);
   REQUIRE(path.writable_at == std::size_t{0});
   CHECK(path.writable.dir == writable);
@@ -224,16 +229,26 @@ TEST_CASE("cache path: folders after the first writable one are read-only layers
   const auto report = path.layers[0]->report();
   CHECK(report.usable);
   CHECK(report.state == "read-only");
-  CHECK(report.entries == 1);
+  CHECK(report.entries == 2);  // counted by name: the corrupt one too
   CHECK_FALSE(path.layers[1]->report().usable);
   CHECK(path.layers[0]->find(key_for("m1", sm90a()), "m1", sm90a()).has_value());
   CHECK_FALSE(path.layers[0]->find(key_for("m2", sm90a()), "m2", sm90a()).has_value());
+  CHECK(path.layers[0]->report().bad_entries == 1);
   // Never written: no touch (the disk cache refreshes mtimes), no new files, nothing healed.
-  CHECK(std::filesystem::last_write_time(read_only + "/" + DiskCache::entry_name(key_for("m1", sm90a()), "m1", sm90a())) ==
-        before);
+  CHECK(std::filesystem::last_write_time(good) == before);
+  CHECK(std::filesystem::exists(corrupt));
   std::size_t files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(read_only)) files += entry.is_regular_file() ? 1 : 0;
-  CHECK(files == 1);
+  CHECK(files == 2);
+  // The control: a disk cache on the same folder does touch the entry and heal the corrupt one,
+  // so the checks above can fail.
+  {
+    DiskCache writer(config_for(read_only));
+    CHECK(writer.load(key_for("m1", sm90a()), "m1", sm90a()).has_value());
+    CHECK_FALSE(writer.load(key_for("m2", sm90a()), "m2", sm90a()).has_value());
+  }
+  CHECK(std::filesystem::last_write_time(good) > before);
+  CHECK_FALSE(std::filesystem::exists(corrupt));
 
   // Without a writable folder in the path, only an explicit KILN_CACHE_DIR is written.
   const std::string bundle_only = tmp / "absent.kpack";
