@@ -206,6 +206,30 @@ TEST_CASE("provider: a bundle of another NVRTC build is refused by key, not load
   ::unsetenv("KILN_JIT");
 }
 
+TEST_CASE("cache path: a read-only folder's entry that group or others can write is skipped as bad, and stays") {
+  for (const mode_t mode : {mode_t{0664}, mode_t{0646}}) {
+    DYNAMIC_SECTION("mode " << std::oct << mode) {
+      TempDir tmp;
+      const std::string read_only = tmp / "ro";
+      {
+        DiskCache filler(config_for(read_only));
+        filler.store(key_for("m1", sm90a()), module_for("m1", sm90a()));
+      }
+      const std::string entry = read_only + "/" + DiskCache::entry_name(key_for("m1", sm90a()), "m1", sm90a());
+      const CachePath path = make_cache_path(tmp / "rw" + ":" + read_only, DiskCacheConfig{}, nullptr, {}, false);
+      REQUIRE(path.layers.size() == 1);
+      REQUIRE(path.layers[0]->report().usable);
+      REQUIRE(path.layers[0]->find(key_for("m1", sm90a()), "m1", sm90a()).has_value());
+      REQUIRE(::chmod(entry.c_str(), mode) == 0);
+      WarningCounter warnings;
+      CHECK_FALSE(path.layers[0]->find(key_for("m1", sm90a()), "m1", sm90a()).has_value());
+      CHECK(path.layers[0]->report().bad_entries == 1);
+      CHECK_THAT(warnings.all(), Catch::Contains("writable by group or others"));
+      CHECK(std::filesystem::exists(entry));
+    }
+  }
+}
+
 TEST_CASE("cache path: folders after the first writable one are read-only layers, read and never written") {
   TempDir tmp;
   const std::string writable = tmp / "rw", read_only = tmp / "ro";

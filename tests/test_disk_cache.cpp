@@ -178,6 +178,14 @@ TEST_CASE("disk cache: every kind of bad entry is detected, deleted, counted, wa
          ::unlink(path.c_str());
          REQUIRE(::mkdir(path.c_str(), 0700) == 0);
        }},
+      {"good, but writable by group", [&] {
+         replace(good);
+         REQUIRE(::chmod(path.c_str(), 0660) == 0);
+       }},
+      {"good, but writable by others", [&] {
+         replace(good);
+         REQUIRE(::chmod(path.c_str(), 0602) == 0);
+       }},
   };
   if (::geteuid() == 0)
     corruptions.push_back({"owned by another user", [&] {

@@ -44,6 +44,9 @@ EntryRead read_entry_file(int dir_fd, const std::string& name, const CacheKey& k
   if (!S_ISREG(info.st_mode)) return bad(std::move(read), "not a regular file");
   if (info.st_uid != ::geteuid() && !(root_owned_ok && info.st_uid == 0))
     return bad(std::move(read), "owned by uid " + std::to_string(info.st_uid) + ", not by this user");
+  // Why, whoever owns it: a file others may write holds whatever they put there, and a read-only
+  // layer's folder check says nothing about the mode of the files in it.
+  if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) return bad(std::move(read), "writable by group or others");
   const auto size = static_cast<std::uint64_t>(info.st_size);
   if (size > max_bytes) {
     read.result = EntryRead::Result::too_large;

@@ -25,7 +25,8 @@ struct EntryRead {
 };
 
 /// Opens `name` without following a symlink and without blocking (a FIFO cannot hang us), accepts
-/// only a regular file owned by the effective user, reads it whole and decodes it against `key`.
+/// only a regular file owned by the effective user and not writable by group or others, reads it
+/// whole and decodes it against `key`.
 /// A file larger than `max_bytes` is too_large, not read (and never bad: bounds differ between
 /// processes). `touch_after_s` > 0: a good entry whose mtime is older than that
 /// many seconds gets its mtime set to now (shared LRU recency). `root_owned_ok`: a file owned by
