@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "cache/disk/cache_entry.hpp"
+#include "cache/disk/entry_file.hpp"
+#include "cache/disk/unique_fd.hpp"
 #include "cache_test_support.hpp"
 
 using namespace kiln;
@@ -106,6 +108,31 @@ TEST_CASE("a symlink planted at an entry's name is replaced, never written throu
   CHECK(is_regular(entry));
   CHECK(cache.load(key, quant, sm90a()).has_value());
   CHECK(cache.counters().store_failures == 0);
+}
+
+TEST_CASE("a symlink judged bad is removed only while it is still a symlink, never a good entry renamed over it") {
+  TempDir tmp;
+  const auto key = key_for(quant, sm90a());
+  const std::string name = DiskCache::entry_name(key, quant, sm90a());
+  const detail::UniqueFd dir(::open(tmp.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  REQUIRE(dir);
+  const auto plant_symlink = [&] { REQUIRE(::symlink("/nonexistent", (tmp / name).c_str()) == 0); };
+
+  plant_symlink();
+  const detail::EntryRead read = detail::read_entry_file(dir.get(), name, key, std::uint64_t{1} << 30, 0);
+  REQUIRE(read.result == detail::EntryRead::Result::bad);
+  // Another process renames its good entry into place between the read and the removal.
+  const auto good = encode_entry(key, module_for(quant, sm90a()), "13.0", 0);
+  write_bytes(tmp / "fresh", good);
+  REQUIRE(::rename((tmp / "fresh").c_str(), (tmp / name).c_str()) == 0);
+  detail::remove_bad_entry(dir.get(), name, read);
+  CHECK(is_regular(tmp / name));
+
+  // The symlink itself, still there, is removed.
+  REQUIRE(::unlink((tmp / name).c_str()) == 0);
+  plant_symlink();
+  detail::remove_bad_entry(dir.get(), name, read);
+  CHECK_FALSE(exists(tmp / name));
 }
 
 TEST_CASE("a cache folder swapped for another one under a running cache is not followed") {

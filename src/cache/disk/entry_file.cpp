@@ -69,7 +69,10 @@ EntryRead read_entry_file(int dir_fd, const std::string& name, const CacheKey& k
 void remove_bad_entry(int dir_fd, const std::string& name, const EntryRead& seen) {
   struct stat now {};
   if (::fstatat(dir_fd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0) return;
-  if (seen.seen && (now.st_dev != seen.dev || now.st_ino != seen.ino)) return;
+  // Why a symlink check when nothing was opened: then the name was judged bad for being a symlink,
+  // and anything else there now is a writer's entry renamed into place since.
+  const bool same = seen.seen ? now.st_dev == seen.dev && now.st_ino == seen.ino : S_ISLNK(now.st_mode);
+  if (!same) return;
   ::unlinkat(dir_fd, name.c_str(), S_ISDIR(now.st_mode) ? AT_REMOVEDIR : 0);
 }
 

@@ -19,7 +19,7 @@ struct EntryRead {
   std::string reason;               ///< bad: what is wrong; too_large: the sizes; absent: empty, or why it could not be opened
   std::vector<std::uint8_t> bytes;  ///< the file; `view` points into it
   EntryView view;                   ///< valid when ok
-  bool seen = false;                ///< a file was opened: `dev`/`ino` identify it
+  bool seen = false;                ///< a file was opened: `dev`/`ino` identify it (bad and not seen: a symlink)
   dev_t dev = 0;
   ino_t ino = 0;
 };
@@ -34,8 +34,9 @@ struct EntryRead {
 EntryRead read_entry_file(int dir_fd, const std::string& name, const CacheKey& key, std::uint64_t max_bytes,
                           int touch_after_s, bool root_owned_ok = false);
 
-/// Deletes the bad entry `name`, but only if it is still the file `seen` described (a writer may
-/// have just renamed a good entry over it); a symlink is removed itself, never its target.
+/// Deletes the bad entry `name`, but only if it is still the file `seen` described, or still a
+/// symlink when `seen` was one (a writer may have just renamed a good entry over it); a symlink is
+/// removed itself, never its target.
 /// ENOENT and EBUSY are harmless races and ignored.
 void remove_bad_entry(int dir_fd, const std::string& name, const EntryRead& seen);
 
