@@ -17,6 +17,8 @@
 
 #include "base/env.hpp"
 #include "cache/disk/cache_entry.hpp"
+#include "cache/disk/entry_file.hpp"
+#include "cache/disk/unique_fd.hpp"
 #include "cache_test_support.hpp"
 
 using namespace kiln;
@@ -298,6 +300,25 @@ TEST_CASE("disk cache: an entry larger than the bound is not stored") {
   CHECK(cache.counters().store_failures == 1);
   CHECK(warnings.count() == 1);
   CHECK(files_in(tmp.path()) == 0);
+}
+
+TEST_CASE("disk cache: a published file has the mode asked for (0600 by default), whatever the umask") {
+  TempDir tmp;
+  const detail::UniqueFd dir(::open(tmp.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  REQUIRE(dir);
+  const auto mode_of = [&](const std::string& name) {
+    struct stat info {};
+    REQUIRE(::stat((tmp / name).c_str(), &info) == 0);
+    return info.st_mode & 07777;
+  };
+  const mode_t umask_before = ::umask(077);
+  const std::string shared = detail::publish_entry_file(dir.get(), "shared", {1, 2, 3}, 0644);
+  const std::string own = detail::publish_entry_file(dir.get(), "own", {1, 2, 3});
+  ::umask(umask_before);
+  REQUIRE(shared.empty());
+  REQUIRE(own.empty());
+  CHECK(mode_of("shared") == 0644);
+  CHECK(mode_of("own") == 0600);
 }
 
 TEST_CASE("disk cache: the eviction pass removes stale temporary files and leaves other files alone") {

@@ -2,7 +2,6 @@
 // the caches or compiled, for deployments where no compiler may run; --list shows one, --verify
 // checks one. Format: src/cache/bundle/bundle_format.hpp.
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -69,10 +68,8 @@ void write_bundle_file(const std::string& path, const std::vector<std::uint8_t>&
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
   detail::UniqueFd dir(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir) throw_error("-o " + path + ": cannot open the folder '" + folder + "': " + detail::errno_text(errno));
-  if (const std::string error = detail::publish_entry_file(dir.get(), name, bytes); !error.empty())
+  if (const std::string error = detail::publish_entry_file(dir.get(), name, bytes, 0644); !error.empty())
     throw_error("-o " + path + ": " + error);
-  if (::fchmodat(dir.get(), name.c_str(), 0644, 0) != 0)
-    throw_error("-o " + path + ": cannot set mode 0644: " + detail::errno_text(errno));
 }
 
 struct PackJob {

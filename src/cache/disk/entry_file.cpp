@@ -76,7 +76,8 @@ void remove_bad_entry(int dir_fd, const std::string& name, const EntryRead& seen
   ::unlinkat(dir_fd, name.c_str(), S_ISDIR(now.st_mode) ? AT_REMOVEDIR : 0);
 }
 
-std::string publish_entry_file(int dir_fd, const std::string& name, const std::vector<std::uint8_t>& bytes) {
+std::string publish_entry_file(int dir_fd, const std::string& name, const std::vector<std::uint8_t>& bytes,
+                               mode_t mode) {
   struct rlimit limit {};
   if (::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && bytes.size() > limit.rlim_cur)
     return "entry of " + std::to_string(bytes.size()) + " bytes exceeds the file size limit (RLIMIT_FSIZE " +
@@ -89,6 +90,7 @@ std::string publish_entry_file(int dir_fd, const std::string& name, const std::v
     ::unlinkat(dir_fd, temp.c_str(), 0);
     return what + " " + temp + ": " + errno_text(err);
   };
+  if (::fchmod(fd.get(), mode) != 0) return fail("cannot set the mode of", errno);
   if (const int err = write_all(fd.get(), bytes.data(), bytes.size()); err != 0) return fail("cannot write", err);
   if (::fsync(fd.get()) != 0) return fail("cannot fsync", errno);
   if (const int err = fd.close(); err != 0) return fail("cannot close", err);

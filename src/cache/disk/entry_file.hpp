@@ -40,10 +40,12 @@ EntryRead read_entry_file(int dir_fd, const std::string& name, const CacheKey& k
 /// ENOENT and EBUSY are harmless races and ignored.
 void remove_bad_entry(int dir_fd, const std::string& name, const EntryRead& seen);
 
-/// Writes `bytes` to a fresh temporary file next to `name`, fsyncs, closes and renames it to
-/// `name`, then fsyncs the folder. Returns empty on success, else what failed (the temporary is
-/// removed). Refuses, without writing, an entry larger than RLIMIT_FSIZE (writing would raise
-/// SIGXFSZ, which kills the process by default).
-std::string publish_entry_file(int dir_fd, const std::string& name, const std::vector<std::uint8_t>& bytes);
+/// Writes `bytes` to a fresh temporary file next to `name`, gives it `mode` (whatever the umask),
+/// fsyncs, closes and renames it to `name`, then fsyncs the folder: `name` never has another mode.
+/// Returns empty on success, else what failed (the temporary is removed). Refuses, without
+/// writing, an entry larger than RLIMIT_FSIZE (writing would raise SIGXFSZ, which kills the
+/// process by default).
+std::string publish_entry_file(int dir_fd, const std::string& name, const std::vector<std::uint8_t>& bytes,
+                               mode_t mode = 0600);
 
 }  // namespace kiln::detail
