@@ -3,12 +3,14 @@
 16 `kiln warm` processes, each a "node" with its own empty cache folder, released together against
 one Redis compile each key exactly once in total and all end with verified entries; the same with
 Redis killed halfway and restarted: no process fails and every node's entries verify. Then
-`kiln cache push`, `pull` and `stats --remote`.
+`kiln cache push` (and what it skips or cannot read), `pull` and `stats --remote`.
 
 Usage: test_remote_fleet.py KILN_EXECUTABLE
 """
 import json
+import os
 import pathlib
+import socket
 import subprocess
 import sys
 import tempfile
@@ -157,6 +159,42 @@ def test_push_pull(kiln, tmp):
           off.stderr)
 
 
+def test_push_skipped_and_unreadable(kiln, tmp):
+    modules = module_count(kiln, 'sm_90a')
+    with redis_server() as server:
+        folder = tmp / 'push-skips'
+        source = node_env(folder, KILN_REMOTE_CACHE=server.url)
+        code, _, err, _ = warm(kiln, {k: v for k, v in source.items() if k != 'KILN_REMOTE_CACHE'})
+        check(code == 0, 'push skips: a node warms locally', err[:300])
+        small = dict(source, KILN_CACHE_MAX_BYTES='1000')
+        done = subprocess.run([kiln, 'cache', 'push', '--json'], env=small, capture_output=True, text=True, timeout=60)
+        report = json.loads(done.stdout) if done.stdout.strip() else {}
+        check(done.returncode == 0 and report.get('too_large') == modules and report.get('pushed') == 0,
+              f'push: {modules} entries above this process\'s bound are counted as skipped, not pushed',
+              f'{done.stdout} {done.stderr}')
+        done = subprocess.run([kiln, 'cache', 'push'], env=small, capture_output=True, text=True, timeout=60)
+        check(f'{modules} larger than KILN_CACHE_MAX_BYTES skipped' in done.stdout, 'push: the summary says so',
+              done.stdout)
+        # Why a socket: open(2) refuses one to everyone (ENXIO), root included, whom no mode bit stops.
+        entry = next(folder.glob('*.kiln')).name
+        module, target, key, _ = entry.split('.')
+        unreadable = f'{module}.{target}.{"0" * len(key)}.kiln'
+        here = os.getcwd()
+        with socket.socket(socket.AF_UNIX) as listener:
+            os.chdir(folder)  # Why: a socket's path must fit in 108 bytes; the name alone does
+            try:
+                listener.bind(unreadable)
+            finally:
+                os.chdir(here)
+            done = subprocess.run([kiln, 'cache', 'push', '--json'], env=source, capture_output=True, text=True,
+                                  timeout=60)
+        report = json.loads(done.stdout) if done.stdout.strip() else {}
+        check(done.returncode == 1 and report.get('unreadable') == 1 and report.get('pushed') == modules,
+              'push: an entry it cannot open makes it exit 1 after pushing the rest', f'{done.stdout} {done.stderr}')
+        check(f'cannot read {unreadable}' in done.stderr, 'push: the unreadable entry is named, with the reason',
+              done.stderr)
+
+
 def main():
     kiln = sys.argv[1]
     modules = module_count(kiln, ARCH)
@@ -165,6 +203,7 @@ def main():
         test_burst(kiln, modules, tmp)
         test_burst_with_restart(kiln, modules, tmp)
         test_push_pull(kiln, tmp)
+        test_push_skipped_and_unreadable(kiln, tmp)
     return exit_status()
 
 

@@ -44,15 +44,31 @@ void push(bool json) {
     return;
   }
   // Why a fresh descriptor of the folder: the same checks as the cache's own (owner, mode, writable).
-  auto folder = detail::open_cache_folder(status.dir);
+  const auto folder = detail::open_cache_folder(status.dir);
+  if (folder.mode != DiskCacheMode::read_write) {
+    std::fprintf(stderr, "kiln cache push: cannot use the disk cache at %s: %s\n", status.dir.c_str(),
+                 folder.reason.c_str());
+    set_exit_code(EXIT_FAILED);
+    return;
+  }
   std::string error;
-  std::uint64_t stored = 0, present = 0, failed = 0, bad = 0;
+  std::uint64_t stored = 0, present = 0, failed = 0, bad = 0, too_large = 0, unreadable = 0;
   for (const auto& file : detail::scan_cache_folder(folder.fd.get(), error)) {
     if (file.parsed.kind != detail::CacheFileKind::entry) continue;
     auto read = detail::read_entry_file(folder.fd.get(), file.name, file.parsed.key, disk->config().max_bytes, 0);
-    if (read.result != detail::EntryRead::Result::ok) {
-      // Why not pushed: only what this node verified goes to the fleet.
-      if (read.result == detail::EntryRead::Result::bad) ++bad;
+    // Why none of these is pushed: only what this node verified goes to the fleet.
+    if (read.result == detail::EntryRead::Result::bad) {
+      ++bad;
+      continue;
+    }
+    if (read.result == detail::EntryRead::Result::too_large) {
+      ++too_large;
+      continue;
+    }
+    if (read.result == detail::EntryRead::Result::absent) {
+      if (read.reason.empty()) continue;  // removed since the listing
+      ++unreadable;
+      std::fprintf(stderr, "kiln cache push: cannot read %s: %s\n", file.name.c_str(), read.reason.c_str());
       continue;
     }
     switch (remote->push(read.view.key, read.view.module, read.view.target, read.bytes)) {
@@ -61,18 +77,24 @@ void push(bool json) {
       case RemoteCache::PushResult::failed: ++failed; break;
     }
   }
-  if (!error.empty()) ++failed;
+  if (!error.empty()) {
+    ++failed;
+    std::fprintf(stderr, "kiln cache push: %s: %s\n", status.dir.c_str(), error.c_str());
+  }
   if (json)
     std::printf("%s\n", nlohmann::json{{"pushed", stored}, {"present", present}, {"failed", failed}, {"bad", bad},
+                                       {"too_large", too_large}, {"unreadable", unreadable},
                                        {"remote", remote->status().endpoint}, {"dir", status.dir}}
                             .dump()
                             .c_str());
   else
-    std::printf("pushed %llu entries to %s, %llu were there, %llu failed, %llu bad entries skipped\n",
+    std::printf("pushed %llu entries to %s, %llu were there, %llu failed, %llu bad entries skipped, %llu larger "
+                "than KILN_CACHE_MAX_BYTES skipped, %llu unreadable\n",
                 static_cast<unsigned long long>(stored), remote->status().endpoint.c_str(),
                 static_cast<unsigned long long>(present), static_cast<unsigned long long>(failed),
-                static_cast<unsigned long long>(bad));
-  if (failed != 0) set_exit_code(EXIT_FAILED);
+                static_cast<unsigned long long>(bad), static_cast<unsigned long long>(too_large),
+                static_cast<unsigned long long>(unreadable));
+  if (failed != 0 || unreadable != 0) set_exit_code(EXIT_FAILED);
 }
 
 void pull(const std::string& arch, bool json) {
