@@ -3,7 +3,8 @@
 16 `kiln warm` processes, each a "node" with its own empty cache folder, released together against
 one Redis compile each key exactly once in total and all end with verified entries; the same with
 Redis killed halfway and restarted: no process fails and every node's entries verify. Then
-`kiln cache push` (and what it skips or cannot read), `pull` and `stats --remote`.
+`kiln cache push` (and what it skips or cannot read), `pull`, and `stats --remote` (each key
+counted once, against a scripted server that repeats keys).
 
 Usage: test_remote_fleet.py KILN_EXECUTABLE
 """
@@ -14,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
@@ -195,6 +197,69 @@ def test_push_skipped_and_unreadable(kiln, tmp):
               done.stderr)
 
 
+class ScriptedRedis:
+    """A loopback server that answers SCAN with the pages given (so a key can come twice, as Redis
+    allows) and STRLEN with the lengths given (0 for a key deleted since the SCAN)."""
+
+    def __init__(self, pages, lengths):
+        self.pages, self.lengths = pages, lengths
+        self.listener = socket.socket()
+        self.listener.bind(('127.0.0.1', 0))
+        self.listener.listen(4)
+        self.url = f'redis://127.0.0.1:{self.listener.getsockname()[1]}'
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    @staticmethod
+    def bulk(text):
+        return b'$%d\r\n%s\r\n' % (len(text), text.encode())
+
+    def reply(self, command):
+        if command[0].upper() == 'SCAN':
+            cursor = int(command[1])
+            following = cursor + 1 if cursor + 1 < len(self.pages) else 0
+            keys = self.pages[cursor]
+            return (b'*2\r\n' + self.bulk(str(following)) + b'*%d\r\n' % len(keys) +
+                    b''.join(self.bulk(k) for k in keys))
+        if command[0].upper() == 'STRLEN':
+            return b':%d\r\n' % self.lengths.get(command[1], 0)
+        return b'-ERR not scripted\r\n'
+
+    def serve(self):
+        while True:
+            try:
+                peer, _ = self.listener.accept()
+            except OSError:
+                return
+            stream = peer.makefile('rb')
+            try:
+                while (header := stream.readline()).startswith(b'*'):
+                    command = []
+                    for _ in range(int(header[1:])):
+                        size = int(stream.readline()[1:])
+                        command.append(stream.read(size + 2)[:-2].decode())
+                    peer.sendall(self.reply(command))
+            except (OSError, ValueError):
+                pass
+            peer.close()
+
+
+def test_stats_counts_each_key_once(kiln, tmp):
+    one = 'kiln:entry:quant.sm_90a.' + '1' * 32 + '.kiln'
+    two = 'kiln:entry:quant.sm_90a.' + '2' * 32 + '.kiln'
+    gone = 'kiln:entry:quant.sm_80.' + '3' * 32 + '.kiln'
+    lease = 'kiln:lease:quant.sm_90a.' + '4' * 32 + '.kiln'
+    server = ScriptedRedis([[one, two, lease], [one, gone, lease]], {one: 100, two: 50})
+    done = subprocess.run([kiln, 'cache', 'stats', '--remote', '--json'],
+                          env=node_env(tmp / 'stats', KILN_REMOTE_CACHE=server.url), capture_output=True, text=True,
+                          timeout=60)
+    report = json.loads(done.stdout) if done.returncode == 0 else {}
+    check(report.get('entries') == 2 and report.get('bytes') == 150 and report.get('leases') == 1,
+          'stats --remote: a key SCAN returns twice counts once, a key gone before STRLEN not at all',
+          f'{done.stdout} {done.stderr}')
+    check(list(report.get('per_target', {})) == ['sm_90a'], 'stats --remote: no target of a vanished key', done.stdout)
+    server.listener.close()
+
+
 def main():
     kiln = sys.argv[1]
     modules = module_count(kiln, ARCH)
@@ -204,6 +269,7 @@ def main():
         test_burst_with_restart(kiln, modules, tmp)
         test_push_pull(kiln, tmp)
         test_push_skipped_and_unreadable(kiln, tmp)
+        test_stats_counts_each_key_once(kiln, tmp)
     return exit_status()
 
 

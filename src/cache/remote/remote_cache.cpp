@@ -4,6 +4,7 @@
 
 #include <ctime>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <hiredis/hiredis.h>
@@ -318,6 +319,8 @@ std::optional<RemoteStats> RemoteCache::stats(std::string& error) {
     return std::nullopt;
   }
   RemoteStats stats;
+  // Why sets: SCAN may return a key more than once (while the server rehashes).
+  std::set<std::string> entries, leases;
   std::string cursor = "0";
   const std::string pattern = "kiln:*";
   do {
@@ -330,26 +333,30 @@ std::optional<RemoteStats> RemoteCache::stats(std::string& error) {
     cursor = std::string(reply_text(*reply->element[0]));
     const redisReply& keys = *reply->element[1];
     for (std::size_t i = 0; i < keys.elements; ++i) {
-      const std::string name(reply_text(*keys.element[i]));
-      if (name.rfind(lease_prefix, 0) == 0) {
-        ++stats.leases;
-        continue;
-      }
-      if (name.rfind(entry_prefix, 0) != 0) continue;
-      const auto length = run({"STRLEN", name});
-      if (!length || length->type != REDIS_REPLY_INTEGER) {
-        error = "STRLEN failed at " + config_.endpoint->display();
-        return std::nullopt;
-      }
-      const auto parsed = detail::parse_cache_file_name(std::string_view(name).substr(entry_prefix.size()));
-      const auto bytes = static_cast<std::uint64_t>(length->integer);
-      ++stats.entries;
-      stats.bytes += bytes;
-      auto& target = stats.per_target[parsed ? parsed->target : "?"];
-      ++target.first;
-      target.second += bytes;
+      std::string name(reply_text(*keys.element[i]));
+      if (name.rfind(lease_prefix, 0) == 0)
+        leases.insert(std::move(name));
+      else if (name.rfind(entry_prefix, 0) == 0)
+        entries.insert(std::move(name));
     }
   } while (cursor != "0");
+  stats.leases = leases.size();
+  for (const auto& name : entries) {
+    const auto length = run({"STRLEN", name});
+    if (!length || length->type != REDIS_REPLY_INTEGER) {
+      error = "STRLEN failed at " + config_.endpoint->display();
+      return std::nullopt;
+    }
+    // Why skipped: STRLEN of a key deleted since the SCAN is 0, and no kiln value is empty.
+    if (length->integer <= 0) continue;
+    const auto parsed = detail::parse_cache_file_name(std::string_view(name).substr(entry_prefix.size()));
+    const auto bytes = static_cast<std::uint64_t>(length->integer);
+    ++stats.entries;
+    stats.bytes += bytes;
+    auto& target = stats.per_target[parsed ? parsed->target : "?"];
+    ++target.first;
+    target.second += bytes;
+  }
   return stats;
 }
 

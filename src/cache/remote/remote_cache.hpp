@@ -94,7 +94,8 @@ class RemoteCache {
   /// the retry compiles here (Redis is left alone: another node's driver may take it).
   void distrust(const CacheKey& key);
 
-  /// Counts kiln's entries and leases on the server (SCAN). Nothing, with `error` set, on failure.
+  /// Counts kiln's entries and leases on the server (SCAN), each key once; an entry deleted before
+  /// its STRLEN is not counted. Nothing, with `error` set, on failure.
   std::optional<RemoteStats> stats(std::string& error);
 
  private:
