@@ -6,6 +6,7 @@
 #include <sys/time.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include <hiredis/hiredis.h>
@@ -99,6 +100,9 @@ void ReplyDeleter::operator()(redisReply* reply) const noexcept { freeReplyObjec
 
 std::unique_ptr<RedisConnection> RedisConnection::open(const RemoteCacheConfig& config, RedisFailure& failure) {
   const RedisEndpoint& endpoint = *config.endpoint;
+  // Why one deadline: AUTH and SELECT are part of getting a connection, so together with the
+  // connect they get the connect timeout once, not once each.
+  const auto deadline = std::chrono::steady_clock::now() + config.connect_timeout;
   const timeval connect_tv = to_timeval(config.connect_timeout);
   errno = 0;
   redisContext* context = endpoint.socket_path.empty()
@@ -116,12 +120,24 @@ std::unique_ptr<RedisConnection> RedisConnection::open(const RemoteCacheConfig& 
     return nullptr;
   }
   std::unique_ptr<RedisConnection> connection(new RedisConnection(context));
-  // Why the connect timeout also bounds AUTH and SELECT: they are part of getting a connection.
-  if (redisSetTimeout(context, connect_tv) != REDIS_OK) {
-    failure = {RedisFault::io, "cannot set the socket timeout"};
-    return nullptr;
-  }
+  // What is left of the deadline becomes the socket timeout of the next step; none left fails it,
+  // because a zero SO_RCVTIMEO would mean no timeout at all.
+  const auto time_left_for = [&](const std::string& step) {
+    using std::chrono::milliseconds;
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      failure = {RedisFault::timeout, "the connect timeout of " + std::to_string(config.connect_timeout.count()) +
+                                          " ms ran out before " + step + " at " + endpoint.display()};
+      return false;
+    }
+    if (redisSetTimeout(context, to_timeval(left)) != REDIS_OK) {
+      failure = {RedisFault::io, "cannot set the socket timeout"};
+      return false;
+    }
+    return true;
+  };
   if (!endpoint.password.empty()) {
+    if (!time_left_for("AUTH")) return nullptr;
     std::vector<std::string_view> auth{"AUTH"};
     if (!endpoint.user.empty()) auth.push_back(endpoint.user);
     auth.push_back(endpoint.password);
@@ -133,6 +149,7 @@ std::unique_ptr<RedisConnection> RedisConnection::open(const RemoteCacheConfig& 
   }
   if (endpoint.db != 0) {
     const std::string db = std::to_string(endpoint.db);
+    if (!time_left_for("SELECT " + db)) return nullptr;
     if (!connection->command({"SELECT", db}, failure)) {
       failure.message = "SELECT " + db + " at " + endpoint.display() + ": " + failure.message;
       return nullptr;

@@ -1,7 +1,8 @@
 #pragma once
-// One hiredis connection with kiln's timeouts: connect (and AUTH, SELECT) within the connect
-// timeout, every command within the command timeout. Not thread-safe: one thread at a time (the
-// RemoteCache keeps a pool). Internal.
+// One hiredis connection with kiln's timeouts: connect, AUTH and SELECT share one deadline of the
+// connect timeout, and commands get the command timeout. Both are socket timeouts (SO_RCVTIMEO and
+// SO_SNDTIMEO), so they bound each read or write, not a whole reply: a server that trickles its
+// reply is not cut off. Not thread-safe: one thread at a time (the RemoteCache keeps a pool). Internal.
 
 #include <memory>
 #include <string>
