@@ -30,9 +30,16 @@ std::vector<KernelHandle> HandleTable::add(const std::shared_ptr<const driver::L
   std::vector<KernelHandle> handles;
   handles.reserve(entries.size());
   std::unique_lock lock(mutex_);
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    records_.push_back(Record{module->name(), entries[i], module->functions()[i], module});
-    handles.push_back(KernelHandle{id_ << ID_SHIFT | records_.size()});
+  try {
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      records_.push_back(Record{module->name(), entries[i], module->functions()[i], module});
+      handles.push_back(KernelHandle{id_ << ID_SHIFT | records_.size()});
+    }
+  } catch (...) {
+    // Why: the caller never sees these handles, so records kept here would hold the module loaded
+    // until the table dies; no handle of them exists, so their indices can be given out again.
+    for (std::size_t added = handles.size(); added > 0; --added) records_.pop_back();
+    throw;
   }
   return handles;
 }

@@ -38,7 +38,8 @@ class HandleTable {
   HandleTable(int device, std::string target_name);
 
   /// One handle per function of `module`, for the entries of the same index. The table shares
-  /// ownership of `module` until the handles are retired.
+  /// ownership of `module` until the handles are retired. If it throws (out of memory), the
+  /// table is as it was: no record added, no share of `module` kept.
   std::vector<KernelHandle> add(const std::shared_ptr<const driver::LoadedModule>& module,
                                 const std::vector<std::string>& entries);
 
