@@ -3,8 +3,8 @@
 16 `kiln warm` processes, each a "node" with its own empty cache folder, released together against
 one Redis compile each key exactly once in total and all end with verified entries; the same with
 Redis killed halfway and restarted: no process fails and every node's entries verify. Then
-`kiln cache push` (and what it skips or cannot read), `pull`, and `stats --remote` (each key
-counted once, against a scripted server that repeats keys).
+`kiln cache push` (and what it skips or cannot read), `pull`, `stats --remote` (each key counted
+once, against a scripted server that repeats keys), and a node with KILN_JIT=off served by Redis.
 
 Usage: test_remote_fleet.py KILN_EXECUTABLE
 """
@@ -260,6 +260,26 @@ def test_stats_counts_each_key_once(kiln, tmp):
     server.listener.close()
 
 
+def test_jit_off_fetches(kiln, tmp):
+    modules = module_count(kiln, 'sm_90a')
+    with redis_server() as server:
+        code, _, err, _ = warm(kiln, node_env(tmp / 'jit-off-source', KILN_REMOTE_CACHE=server.url))
+        check(code == 0 and len(server.entries()) == modules, 'KILN_JIT=off: a node with a compiler fills Redis',
+              err[:300])
+        env = node_env(tmp / 'jit-off-node', KILN_REMOTE_CACHE=server.url, KILN_JIT='off')
+        code, report, err, _ = warm(kiln, env)
+        remote = report.get('remote', {})
+        check(code == 0 and report.get('kept') == modules and remote.get('hits') == modules and
+              remote.get('compiles') == 0,
+              f'KILN_JIT=off: all {modules} modules from Redis, kept on disk, none compiled',
+              f'exit {code} {report} {err[:300]}')
+        good, bad = verify(kiln, env)
+        check(good == modules and not bad, 'KILN_JIT=off: the entries from Redis verify on disk', f'{good} {bad}')
+        code, _, err, _ = warm(kiln, env, 'sm_80')
+        check(code == 1 and 'KILN_JIT=off' in err and f'Redis at redis://127.0.0.1:{server.port}' in err,
+              'KILN_JIT=off: a module Redis lacks fails, and the reason lists Redis among what was searched', err[:600])
+
+
 def main():
     kiln = sys.argv[1]
     modules = module_count(kiln, ARCH)
@@ -270,6 +290,7 @@ def main():
         test_push_pull(kiln, tmp)
         test_push_skipped_and_unreadable(kiln, tmp)
         test_stats_counts_each_key_once(kiln, tmp)
+        test_jit_off_fetches(kiln, tmp)
     return exit_status()
 
 

@@ -34,12 +34,14 @@ CacheKey module_cache_key(const KernelSource& source, const Target& target, cons
 
 namespace {
 
-/// Where a module was looked for, for the reason of a miss.
-std::string searched(const std::vector<std::shared_ptr<CacheLayer>>& layers, const DiskCache& disk) {
+/// Where a module was looked for, for the reason of a miss; `remote` null when Redis was not asked.
+std::string searched(const std::vector<std::shared_ptr<CacheLayer>>& layers, const DiskCache& disk,
+                     const RemoteCache* remote) {
   std::string out;
   for (const auto& layer : layers) out += (out.empty() ? "" : ", ") + layer->report().path;
   const DiskCacheStatus status = disk.status();
   if (status.mode == DiskCacheMode::read_write) out += (out.empty() ? "" : ", ") + status.dir;
+  if (remote != nullptr) out += (out.empty() ? "" : ", ") + std::string("Redis at ") + remote->status().endpoint;
   return out.empty() ? "no cache layer" : out;
 }
 
@@ -68,14 +70,24 @@ ModuleProvider make_module_provider(std::shared_ptr<DiskCache> disk, Compiler co
     }
     const std::string what = "module '" + source.module + "' for " + target.name();
     if (!jit_enabled() || own_build.empty()) {
+      // Why Redis only with NVRTC's build: the fleet's keys name it, and without it none matches.
+      const RemoteCache* asked_remote = !own_build.empty() && remote && remote->enabled() ? remote.get() : nullptr;
       if (!own_build.empty())
         if (auto found = disk->load(key, source.module, target)) {
           dump_if_requested(*found, source);
           return ProvidedModule{std::move(*found), true};
         }
+      // Why no lease: nothing is compiled here, so there is no compile to share with the fleet.
+      if (asked_remote != nullptr)
+        if (auto fetched = remote->fetch(key, source.module, target)) {
+          disk->store(key, *fetched);
+          dump_if_requested(*fetched, source);
+          return ProvidedModule{std::move(*fetched), true};
+        }
       if (!jit_enabled())
-        throw_error("KILN_JIT=off: " + what + " is in no cache layer (searched: " + searched(layers, *disk) +
-                        "); pack it with `kiln pack --arch " + target.name() + "` or allow compiling (KILN_JIT=on)",
+        throw_error("KILN_JIT=off: " + what + " is in no cache layer (searched: " +
+                        searched(layers, *disk, asked_remote) + "); pack it with `kiln pack --arch " +
+                        target.name() + "` or allow compiling (KILN_JIT=on)",
                     {"KILN_JIT", source.module, target.name(), options, {}});
       throw_error(what + " is in no bundle, and there is no NVRTC to compile it (" + nvrtc_absence() + ")",
                   {"nvrtc_api", source.module, target.name(), options, {}});

@@ -43,7 +43,8 @@ struct ModuleProvider {
 
 /// The ModuleProvider kiln uses: the read-only `layers` (bundles and folders of KILN_CACHE_PATH, in
 /// order), then `disk` (may be disabled), then `remote` (the Redis tier, may be disabled; a remote
-/// hit is written to `disk`), then `compiler` unless `KILN_JIT=off`. Keys come from
+/// hit is written to `disk`; with `KILN_JIT=off` a plain fetch, no lease), then `compiler` unless
+/// `KILN_JIT=off`. Keys come from
 /// NVRTC's exact build (nvrtc_build, read without loading NVRTC), the target, the compiler's options,
 /// the module and every embedded header; with no NVRTC at all, a bundle is matched with the build
 /// it records (so a bundle made by another NVRTC is refused by key whenever an NVRTC is present).

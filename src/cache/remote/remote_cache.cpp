@@ -216,10 +216,7 @@ RemoteCache::Fetched RemoteCache::fetch_or_compile(const CacheKey& key, const st
     return compile();
   };
   if (!enabled()) return {compile(), false};
-  {
-    const std::lock_guard<std::mutex> lock(distrusted_mutex_);
-    if (distrusted_.count(key.hex()) != 0) return {compile_here(), false};
-  }
+  if (distrusts(key)) return {compile_here(), false};
   const std::string redis_key = entry_key(key, module, target);
   const std::string lease = lease_key(key, module, target);
   const std::string token = token_prefix_ + std::to_string(lease_serial_.fetch_add(1));
@@ -285,6 +282,7 @@ RemoteCache::Fetched RemoteCache::fetch_or_compile(const CacheKey& key, const st
 std::optional<CompiledModule> RemoteCache::fetch(const CacheKey& key, const std::string& module,
                                                  const Target& target) {
   std::optional<CompiledModule> found;
+  if (distrusts(key)) return found;
   if (lookup(entry_key(key, module, target), key, module, target, found) == Lookup::hit) {
     counters_.remote_hits.fetch_add(1);
     return found;
@@ -311,6 +309,11 @@ RemoteCache::PushResult RemoteCache::push(const CacheKey& key, std::string_view 
 void RemoteCache::distrust(const CacheKey& key) {
   const std::lock_guard<std::mutex> lock(distrusted_mutex_);
   distrusted_.insert(key.hex());
+}
+
+bool RemoteCache::distrusts(const CacheKey& key) {
+  const std::lock_guard<std::mutex> lock(distrusted_mutex_);
+  return distrusted_.count(key.hex()) != 0;
 }
 
 std::optional<RemoteStats> RemoteCache::stats(std::string& error) {

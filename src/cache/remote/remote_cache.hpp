@@ -81,7 +81,8 @@ class RemoteCache {
   Fetched fetch_or_compile(const CacheKey& key, const std::string& module, const Target& target,
                            const std::function<CompiledModule()>& compile);
 
-  /// The verified remote entry or nothing (absent, bad, Redis unusable); one hit or miss.
+  /// The verified remote entry or nothing (absent, bad, Redis unusable); one hit or miss. A key
+  /// this process distrusts is not asked for (nothing, uncounted).
   std::optional<CompiledModule> fetch(const CacheKey& key, const std::string& module, const Target& target);
 
   enum class PushResult { stored, present, failed };
@@ -110,6 +111,7 @@ class RemoteCache {
   void release(const std::string& lease, const std::string& token);
   void note_failure(const detail::RedisFailure& failure);
   void warn_once(const std::string& cause, const std::string& message);
+  bool distrusts(const CacheKey& key);
   bool resting() const;
 
   RemoteCacheConfig config_;
