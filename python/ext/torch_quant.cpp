@@ -136,6 +136,8 @@ std::optional<Rows> check_x(const at::Tensor& x, QuantVariant& v) {
   const auto collapsed = at::detail::computeStride(shape, x.strides(), at::IntArrayRef{rows.m, shape.back()});
   if (!collapsed) return std::nullopt;
   rows.stride = (*collapsed)[0];
+  // Why: the library reads a row stride of 0 as dense; an expand()ed x's rows overlap.
+  if (rows.stride < shape.back()) return std::nullopt;
   if (rows.stride * static_cast<std::int64_t>(x.element_size()) % alignment) return std::nullopt;
   return rows;
 }

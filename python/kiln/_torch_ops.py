@@ -56,6 +56,12 @@ def _check_x(x, group_size: int, layout: str, silu: bool) -> Tuple[int, int, int
     except RuntimeError:
         raise ValueError(f"x: expected leading dimensions that collapse into rows of one stride, got shape "
                          f"{tuple(x.shape)} with strides {tuple(x.stride())}") from None
+    # Why: the library reads a row stride of 0 as dense, so the rows of an expand()ed x (stride 0)
+    # would be read as M distinct rows from a buffer that holds one.
+    if stride < x.shape[-1]:
+        raise ValueError(f"x: expected rows that do not overlap (a row stride of at least {x.shape[-1]} elements), "
+                         f"got row stride {stride} (shape {tuple(x.shape)}, strides {tuple(x.stride())}, e.g. "
+                         f"from expand()); call .contiguous() first")
     _variant.check_alignment("x rows", stride * x.element_size())
     return m, k, stride
 

@@ -234,6 +234,18 @@ def test_leading_dimensions_that_do_not_collapse():
     raises(ValueError, r"^x: expected leading dimensions that collapse into rows of one stride", FP8, x)
 
 
+@pytest.mark.parametrize("make,width,flags", [
+    (lambda: meta(1, 256).expand(4, 256), 256, {}),
+    (lambda: meta(1, 1, 256).expand(4, 1, 256), 256, {}),
+    (lambda: meta(1, 512).expand(4, 512), 512, {"fuse_silu_and_mul": True}),  # [gate, up]: rows of 2K
+    (lambda: meta(4 * 256).as_strided((4, 256), (128, 1)), 256, {}),
+], ids=["expanded", "expanded 3-d", "expanded, fused SiLU", "half-overlapping"])
+def test_overlapping_rows(make, width, flags):
+    # The library reads a row stride of 0 as dense: an expanded x would be read far past its one row.
+    raises(ValueError, rf"^x: expected rows that do not overlap \(a row stride of at least {width} elements\), got "
+           r"row stride \d+ .*call \.contiguous\(\) first", FP8, make(), **flags)
+
+
 def test_column_major_needs_2d():
     raises(ValueError, r"^x: column-major scales \(column_major\) need a 2-d x", FP8, meta(2, 2, 128),
            column_major_scales=True)
@@ -379,6 +391,8 @@ AGREEMENT = {
     "one row of a wider tensor": (lambda: meta(4, 384)[1:2, :256], {}),
     "every other row": (lambda: meta(8, 256)[::2], {}),
     "expanded rows": (lambda: meta(1, 256).expand(4, 256), {}),
+    "expanded rows, 3-d": (lambda: meta(1, 1, 256).expand(4, 1, 256), {}),
+    "overlapping rows": (lambda: meta(4 * 256).as_strided((4, 256), (128, 1)), {}),
     "no rows": (lambda: meta(0, 256), {}),
     "no columns, sliced": (lambda: meta(4, 128)[:, :0], {}),
     "no columns, strided": (lambda: meta(4, 128)[::2, :0], {}),
