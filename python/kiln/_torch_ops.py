@@ -232,15 +232,25 @@ def _op(x, out_q, group_size: int, eps: float, output: str, layout: str, ue8m0: 
     return out_q, torch.ops.kiln.per_token_group_quant_out(x, out_q, group_size, eps, output, layout, ue8m0, silu)
 
 
+def _check_flag(name: str, value) -> bool:
+    """A flag is a bool. Why strict: vLLM's fourth positional argument is `dtype` where kiln's is
+    column_major_scales, and bool(torch.int8) is True."""
+    if not isinstance(value, bool):
+        got = f"{value} (dtype is a keyword argument here)" if isinstance(value, torch.dtype) else type(value).__name__
+        raise TypeError(f"{name}: expected a bool, got {got}")
+    return value
+
+
 def quantize(x, group_size, eps, column_major_scales, tma_aligned_scales, use_ue8m0, out_q, output: str,
              pack_ue8m0_scales: bool = False, fuse_silu_and_mul: bool = False):
     """What the public functions share: check every argument, then the op (or, untraced, its body)."""
     _variant.check_group_size(group_size)
     eps = _variant.check_eps(eps)
-    ue8m0 = bool(use_ue8m0)
-    layout = _variant.scale_layout(bool(column_major_scales), bool(tma_aligned_scales), ue8m0,
-                                   bool(pack_ue8m0_scales))
-    silu = bool(fuse_silu_and_mul)
+    ue8m0 = _check_flag("use_ue8m0", use_ue8m0)
+    layout = _variant.scale_layout(_check_flag("column_major_scales", column_major_scales),
+                                   _check_flag("tma_aligned_scales", tma_aligned_scales), ue8m0,
+                                   _check_flag("pack_ue8m0_scales", pack_ue8m0_scales))
+    silu = _check_flag("fuse_silu_and_mul", fuse_silu_and_mul)
     if output == "int8" and ue8m0:
         _variant.variant("bfloat16", group_size, output, layout, ue8m0, silu)  # raises the ValueError
     # Why straight to the op under torch.compile: dynamo cannot trace storage queries; the fake
@@ -280,5 +290,5 @@ def warm(device: Optional[int], dtype, group_size: int, output: str, scales: str
     if scales not in _variant.LAYOUTS:
         raise ValueError(f"scales: expected one of {_variant.LAYOUTS}, got {scales!r}")
     _variant.check_group_size(group_size)
-    return _kiln.warm(device, _variant.variant(name, group_size, output, scales, bool(use_ue8m0),
-                                               bool(fuse_silu_and_mul)))
+    return _kiln.warm(device, _variant.variant(name, group_size, output, scales, _check_flag("use_ue8m0", use_ue8m0),
+                                               _check_flag("fuse_silu_and_mul", fuse_silu_and_mul)))

@@ -281,6 +281,22 @@ def test_packing_needs_its_flags():
            r"tma_aligned_scales=True", FP8, meta(4, 128), pack_ue8m0_scales=True, column_major_scales=True)
 
 
+FLAGS = ["column_major_scales", "tma_aligned_scales", "use_ue8m0", "pack_ue8m0_scales", "fuse_silu_and_mul"]
+
+
+@pytest.mark.parametrize("flag", FLAGS)
+@pytest.mark.parametrize("value,shown", [(1, "int"), (0, "int"), ("yes", "str"), (None, "NoneType")])
+def test_flags_are_bools(flag, value, shown):
+    raises(TypeError, rf"^{flag}: expected a bool, got {shown}$", FP8, meta(4, 256), **{flag: value})
+
+
+def test_vllm_positional_dtype_is_not_a_flag():
+    # vLLM's order is (x, group_size, eps, dtype, column_major_scales, ...); kiln's fourth is
+    # column_major_scales, which used to take torch.int8 as True and return column-major scales.
+    raises(TypeError, r"^column_major_scales: expected a bool, got torch.int8 \(dtype is a keyword argument here\)$",
+           INT8, meta(4, 256), 128, 1e-10, torch.int8)
+
+
 def test_dtype_argument():
     FP8(meta(4, 128), dtype=torch.float8_e4m3fn)
     INT8(meta(4, 128), dtype=torch.int8)
@@ -311,6 +327,8 @@ def test_warm_errors():
     raises(ValueError, r"^output: expected one of \('e4m3', 'int8'\), got 'fp4'", kiln.warm, device=0, output="fp4")
     raises(ValueError, r"^scales: expected one of .*, got 'diagonal'", kiln.warm, device=0, scales="diagonal")
     raises(ValueError, r"^group_size: expected one of", kiln.warm, device=0, group_size=100)
+    raises(TypeError, r"^use_ue8m0: expected a bool, got int", kiln.warm, device=0, use_ue8m0=1)
+    raises(TypeError, r"^fuse_silu_and_mul: expected a bool, got str", kiln.warm, device=0, fuse_silu_and_mul="no")
 
 
 def test_the_extension_refuses_what_the_library_refuses_as_value_errors():
@@ -418,8 +436,8 @@ AGREEMENT = {
     "out_q 3-d for 2-d": (lambda: meta(4, 256), {"out_q": torch.empty(1, 4, 256, dtype=torch.float8_e4m3fn,
                                                                         device="meta")}),
 }
-# Valid calls the fast path leaves to the Python path: not a plain tensor, flags that are not bools.
-PYTHON_PATH_ONLY = {"parameter", "int flags"}
+# Valid calls the fast path leaves to the Python path: not a plain tensor.
+PYTHON_PATH_ONLY = {"parameter"}
 
 
 def outcome(fn, make, flags):
