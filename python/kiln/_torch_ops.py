@@ -5,6 +5,7 @@ Two ops, because a custom op's output may not alias its input: `per_token_group_
 new (q, scales); `per_token_group_quant_out` writes q into `out_q` (declared mutated) and returns
 scales."""
 
+import importlib
 import warnings
 from typing import Optional, Tuple
 
@@ -13,7 +14,9 @@ import torch
 from . import _kiln, _variant
 
 try:
-    from . import _kiln_torch
+    # Why not `from . import _kiln_torch`: for a missing submodule of a package being imported, that
+    # raises a plain ImportError ("cannot import name ... circular import"), never ModuleNotFoundError.
+    _kiln_torch = importlib.import_module("._kiln_torch", __package__)
 except ModuleNotFoundError:  # built without torch (e.g. an isolated build): the Python path below
     _kiln_torch = None
 except ImportError as error:  # built against another torch

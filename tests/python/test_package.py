@@ -1,6 +1,7 @@
 """The package as installed: import, version, the kiln program inside it, plain-data diagnostics."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -71,3 +72,18 @@ def test_cache_stats_is_plain_data(tmp_path, monkeypatch):
     assert set(stats) == {"disk", "process"}
     assert isinstance(stats["process"], dict)
     json.dumps(stats)
+
+
+def test_a_package_without_the_eager_extension_imports_quietly(tmp_path):
+    # A wheel built without torch has no kiln._kiln_torch: the import takes the Python path without
+    # a warning (which `-W error` would turn into a failed `import kiln`).
+    folder = os.path.dirname(kiln.__file__)
+    shutil.copytree(folder, tmp_path / "kiln", ignore=shutil.ignore_patterns("_kiln_torch*", "__pycache__"))
+    # Where meson-python puts libkiln.so, which the extension's RUNPATH finds beside the package.
+    libs = os.path.join(os.path.dirname(folder), ".kiln.mesonpy.libs")
+    if os.path.isdir(libs):
+        shutil.copytree(libs, tmp_path / ".kiln.mesonpy.libs")
+    done = subprocess.run([sys.executable, "-W", "error", "-c", "import kiln; print(kiln.__file__, kiln._fast)"],
+                          capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(tmp_path / "kiln" / "__init__.py"), "None"], done.stdout
