@@ -18,8 +18,8 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 
-#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 
 #include "quant_entry.hpp"
@@ -76,7 +76,8 @@ std::optional<Flags> parse_flags(PyObject* const* args, QuantOutput output, at::
   } else {
     return std::nullopt;
   }
-  if (!(eps > 0) || std::isinf(eps)) return std::nullopt;
+  // Why the upper bound: converting a double beyond float's range is undefined behaviour.
+  if (!(eps > 0 && eps <= std::numeric_limits<float>::max())) return std::nullopt;
   parsed.eps = static_cast<float>(eps);
   const auto column_major = flag(args[3]), tma_aligned = flag(args[4]), ue8m0 = flag(args[5]),
              packed = flag(args[8]), silu = flag(args[9]);

@@ -95,11 +95,15 @@ def check_group_size(group_size) -> int:
     return group_size
 
 
+# Why the bound: the kernels take eps as a float32; a larger double would become inf there.
+EPS_MAX = 3.4028234663852886e38
+
+
 def check_eps(eps) -> float:
     if isinstance(eps, bool) or not isinstance(eps, (int, float)):
         raise TypeError(f"eps: expected a float > 0, got {type(eps).__name__}")
-    if not eps > 0 or eps == float("inf"):
-        raise ValueError(f"eps: expected a finite float > 0, got {eps}")
+    if not 0 < eps <= EPS_MAX:
+        raise ValueError(f"eps: expected a float in 0 < eps <= {EPS_MAX} (the largest float32), got {eps}")
     return float(eps)
 
 

@@ -262,9 +262,12 @@ def test_group_size_type(group):
     raises(TypeError, r"^group_size: expected an int in \(32, 64, 128\)", FP8, meta(4, 256), group_size=group)
 
 
-@pytest.mark.parametrize("eps", [0, -1e-10, math.nan, math.inf])
+# Past float32's largest value eps would become inf in the kernel (and in C++ a conversion with
+# undefined behaviour); 2 ** 128 is the first integer past it.
+@pytest.mark.parametrize("eps", [0, -1e-10, math.nan, math.inf, 1e39, 2 ** 128, 10 ** 400])
 def test_eps_value(eps):
-    raises(ValueError, r"^eps: expected a finite float > 0", FP8, meta(4, 128), eps=eps)
+    raises(ValueError, r"^eps: expected a float in 0 < eps <= 3\.4028234663852886e\+38 \(the largest float32\), got ",
+           FP8, meta(4, 128), eps=eps)
 
 
 def test_eps_type():
@@ -423,6 +426,8 @@ AGREEMENT = {
     "int flags": (lambda: meta(4, 256), {"column_major_scales": 1, "tma_aligned_scales": 0}),
     "int eps": (lambda: meta(4, 256), {"eps": 1}),
     "huge int eps": (lambda: meta(4, 256), {"eps": 10 ** 400}),
+    "eps past float32": (lambda: meta(4, 256), {"eps": 1e39}),
+    "largest float32 eps": (lambda: meta(4, 256), {"eps": 3.4028234663852886e38}),
     "negative group": (lambda: meta(4, 256), {"group_size": -128}),
     "huge group": (lambda: meta(4, 256), {"group_size": 2 ** 80}),
     "dtype given": (lambda: meta(4, 256), {"dtype": torch.float8_e4m3fn}),
