@@ -139,11 +139,23 @@ def _fast_body(x, out_q, group_size: int, eps: float, output: str, layout: str, 
         raise
 
 
+def _check_choice(name: str, value, allowed) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}: expected one of {tuple(allowed)}, got {value!r}")
+
+
+def _check_op_strings(output: str, layout: str) -> None:
+    """The ops' schemas take any str for these."""
+    _check_choice("output", output, _Q_DTYPES)
+    _check_choice("layout", layout, _variant.LAYOUTS)
+
+
 def per_token_group_quant(x: torch.Tensor, group_size: int, eps: float, output: str, layout: str,
                           use_ue8m0: bool, silu_and_mul: bool) -> Tuple[torch.Tensor, torch.Tensor]:
     done = _fast_body(x, None, group_size, eps, output, layout, use_ue8m0, silu_and_mul)
     if done is not None:
         return done
+    _check_op_strings(output, layout)
     m, k, stride = _check_x(x, group_size, layout, silu_and_mul)
     q, scales = _empty_outputs(x, m, k, group_size, output, layout)
     _launch(x, q, scales, m, k, stride, group_size, eps, output, layout, use_ue8m0, silu_and_mul)
@@ -151,6 +163,7 @@ def per_token_group_quant(x: torch.Tensor, group_size: int, eps: float, output: 
 
 
 def _fake(x, group_size, eps, output, layout, use_ue8m0, silu_and_mul):
+    _check_op_strings(output, layout)
     m, k, _ = _check_x(x, group_size, layout, silu_and_mul)
     return _empty_outputs(x, m, k, group_size, output, layout)
 
@@ -160,6 +173,7 @@ def per_token_group_quant_out(x: torch.Tensor, out_q: torch.Tensor, group_size: 
     done = _fast_body(x, out_q, group_size, eps, output, layout, use_ue8m0, silu_and_mul)
     if done is not None:
         return done[1]
+    _check_op_strings(output, layout)
     m, k, stride = _check_x(x, group_size, layout, silu_and_mul)
     _check_out_q(out_q, x, k, output)
     # Why here and in the fake: the op has no ADInplaceOrView kernel (below) to bump out_q's
@@ -171,6 +185,7 @@ def per_token_group_quant_out(x: torch.Tensor, out_q: torch.Tensor, group_size: 
 
 
 def _fake_out(x, out_q, group_size, eps, output, layout, use_ue8m0, silu_and_mul):
+    _check_op_strings(output, layout)
     m, k, _ = _check_x(x, group_size, layout, silu_and_mul)
     _check_out_q(out_q, x, k, output)
     torch.autograd.graph.increment_version(out_q)
@@ -288,10 +303,8 @@ def warm(device: Optional[int], dtype, group_size: int, output: str, scales: str
     name = str(dtype).replace("torch.", "")
     if name not in _variant.INPUTS:
         raise TypeError(f"dtype: expected torch.bfloat16, torch.float16 or torch.float32, got {dtype}")
-    if output not in _variant.OUTPUTS:
-        raise ValueError(f"output: expected one of {tuple(_variant.OUTPUTS)}, got {output!r}")
-    if scales not in _variant.LAYOUTS:
-        raise ValueError(f"scales: expected one of {_variant.LAYOUTS}, got {scales!r}")
+    _check_choice("output", output, _variant.OUTPUTS)
+    _check_choice("scales", scales, _variant.LAYOUTS)
     _variant.check_group_size(group_size)
     return _kiln.warm(device, _variant.variant(name, group_size, output, scales, _check_flag("use_ue8m0", use_ue8m0),
                                                _check_flag("fuse_silu_and_mul", fuse_silu_and_mul)))

@@ -2,6 +2,7 @@
 (meta tensors, FakeTensorMode, torch.compile(fullgraph=True)), and every error. Each test runs
 twice: through the eager fast path (kiln._kiln_torch, which takes meta tensors and declines, for
 the Python path to raise, whatever it does not accept) and through the Python path alone."""
+import contextlib
 import math
 
 import pytest
@@ -332,6 +333,27 @@ def test_warm_errors():
     raises(ValueError, r"^group_size: expected one of", kiln.warm, device=0, group_size=100)
     raises(TypeError, r"^use_ue8m0: expected a bool, got int", kiln.warm, device=0, use_ue8m0=1)
     raises(TypeError, r"^fuse_silu_and_mul: expected a bool, got str", kiln.warm, device=0, fuse_silu_and_mul="no")
+
+
+def raw_op(name, x, output="e4m3", layout="row_major"):
+    if name == "per_token_group_quant":
+        return torch.ops.kiln.per_token_group_quant(x, 128, 1e-10, output, layout, False, False)
+    out_q = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
+    return torch.ops.kiln.per_token_group_quant_out(x, out_q, 128, 1e-10, output, layout, False, False)
+
+
+@pytest.mark.parametrize("fake", [False, True], ids=["meta", "FakeTensorMode"])
+@pytest.mark.parametrize("name", ["per_token_group_quant", "per_token_group_quant_out"])
+def test_raw_ops_check_their_strings(name, fake):
+    # The schemas take any str: "fp8" used to be a KeyError, and "foo" made the fake return packed
+    # int32 scales where the real op raised AttributeError.
+    with FakeTensorMode() if fake else contextlib.nullcontext():
+        x = torch.empty(4, 256, dtype=torch.bfloat16, device="cuda" if fake else "meta")
+        with pytest.raises(ValueError, match=r"^output: expected one of \('e4m3', 'int8'\), got 'fp8'$"):
+            raw_op(name, x, output="fp8")
+        with pytest.raises(ValueError, match=r"^layout: expected one of \('row_major', 'column_major', "
+                           r"'column_major_tma', 'ue8m0_packed'\), got 'foo'$"):
+            raw_op(name, x, layout="foo")
 
 
 def test_the_extension_refuses_what_the_library_refuses_as_value_errors():
