@@ -36,6 +36,10 @@ def test_usage_errors(kiln, tmp):
     usage_error(kiln, ['pick', '--m', '16', '--k', '100'], '--k', 'multiple of 128', "'100'")
     usage_error(kiln, ['pick', '--m', '16', '--k', '7168', '--sm-count', '0'], '--sm-count', '1..65535')
     usage_error(kiln, ['pick', '--k', '7168'], '--m')
+    # selftest takes pick's bounds, checked before anything runs.
+    usage_error(kiln, ['selftest', '--k', '100'], '--k', 'multiple of 128 in 128..4294967168', "'100'")
+    usage_error(kiln, ['selftest', '--m', '0'], '--m', '1..2147483647', "'0'")
+    usage_error(kiln, ['selftest', '--m', '-1'], '--m', '1..2147483647', "'-1'")
     usage_error(kiln, ['info', '--frobnicate'], '--frobnicate')
     usage_error(kiln, ['frobnicate'], "unknown command 'frobnicate'", 'info', 'warm')
     usage_error(kiln, ['--frobnicate'], "'--frobnicate'", 'info')
@@ -66,6 +70,10 @@ def test_success_and_help(kiln):
         done = run(kiln, 'pick', '--m', text, '--k', '7168')
         check(done.returncode == 0 and done.stdout.startswith(f'm={value} '),
               f'--m {text} is decimal {value} ({done.returncode})', done.stdout + done.stderr)
+    # Without a GPU selftest says so and succeeds; with one it quantizes 8 rows.
+    done = run(kiln, 'selftest', '--m', '08', '--k', '128')
+    check(done.returncode == 0 and ('no GPU' in done.stdout or 'm=8 k=128:' in done.stdout),
+          f'selftest --m 08 is decimal 8 ({done.returncode})', done.stdout + done.stderr)
     done = run(kiln, '--help')
     check(done.returncode == 0, f'--help exits 0 ({done.returncode})')
     check('Exit status' in done.stdout and '2 usage error' in done.stdout and '1 failure' in done.stdout,
