@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The set-up scripts (tools/bootstrap, tools/build) as tools/main and tools/test run them: a missing
-CUDA toolkit is named even when every package is installed, and a failing build step shows its own
-output instead of a bare exit status.
+"""The set-up scripts (tools/bootstrap, tools/build, tools/test-hardening) as tools/main and
+tools/test run them: a missing CUDA toolkit is named even when every package is installed, and a
+failing build or configure step shows its own output instead of a bare exit status.
 
 Usage: test_tools_build.py SOURCE_ROOT
 """
@@ -39,11 +39,34 @@ def test_build_shows_failing_step(root, tmp):
     check('Not a directory' in done.stderr, "meson's output is shown", done.stderr[-2000:])
 
 
+def hardening_packages_installed():
+    # Why ask: tools/test-hardening's bootstrap would install them, which a test must not do.
+    done = subprocess.run(['dpkg-query', '-W', '-f=${Status}\n', 'clang', 'libclang-rt-14-dev'],
+                          capture_output=True, text=True)
+    return done.returncode == 0 and done.stdout.count('install ok installed') == 2
+
+
+def test_hardening_shows_failing_configure(root, tmp):
+    if not hardening_packages_installed():
+        print('skip: clang or libclang-rt-14-dev is not installed (tools/test-hardening installs them)')
+        return
+    # A compiler that does not exist: meson setup fails at once, with its error on stdout, which
+    # the asan step used to send to /dev/null.
+    compiler = '/nonexistent/kiln-c++'
+    done = run(root / 'tools/test-hardening', {'KILN_HARDENING_STEPS': 'asan', 'KILN_HARDENING_PREFIX': str(tmp / 'build-'),
+                                               'CXX': compiler})
+    shown = done.stdout + done.stderr
+    check(done.returncode != 0 and 'asan: exit 1' in done.stderr,
+          f'tools/test-hardening fails when meson setup fails (exit {done.returncode})', shown[-2000:])
+    check('Unknown compiler' in shown and compiler in shown, "tools/test-hardening shows meson's output", shown[-2000:])
+
+
 def main():
     root = pathlib.Path(sys.argv[1]).resolve()
     test_bootstrap_checks_toolkit(root)
     with tempfile.TemporaryDirectory() as tmp:
         test_build_shows_failing_step(root, pathlib.Path(tmp))
+        test_hardening_shows_failing_configure(root, pathlib.Path(tmp))
     return exit_status()
 
 
