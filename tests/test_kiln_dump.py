@@ -57,6 +57,15 @@ def test_table_and_sass(kiln, tmp):
     check('per_token_group_quant_fp8    sm_90a' in done.stdout, f'one table line per module and target: {done.stdout}')
     sass = out / 'per_token_group_quant_fp8.sm_90a.sass'
     check(sass.exists() and 'per_token_group_quant_fp8.sm_90a.cubin' in sass.read_text(), 'the .sass file')
+    # Without cuobjdump, --sass cannot do its job: a usage error before anything compiles, where it
+    # used to exit 0 with the table saying "written" and no .sass file.
+    out = tmp / 'no-cuobjdump'
+    done = run(kiln, 'dump', '--arch', 'sm_90a', '--module', 'per_token_group_quant_fp8', '--out', str(out),
+               '--sass', env={'PATH': str(tmp / 'empty')})
+    check(done.returncode == 2, f'dump --sass without cuobjdump exits 2, got {done.returncode}', done.stderr)
+    check('--sass' in done.stderr and 'cuobjdump' in done.stderr and 'PATH' in done.stderr,
+          'the message names --sass, cuobjdump and the PATH', done.stderr)
+    check('compiled' not in done.stdout and not out.exists(), 'nothing compiled or written', done.stdout)
 
 
 def test_failures(kiln, tmp):

@@ -23,7 +23,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/log.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "jit/compiler.hpp"
@@ -210,6 +209,11 @@ void run(const CompileArgs& args) {
   const auto file = args.source_file.empty() ? nullptr : load_source_file(args.source_file, args.family);
   const auto modules = requested_modules(args, file.get());
   const auto targets = requested_targets(args.arch);
+  // Why before compiling: without cuobjdump --sass cannot do its job, and every compile is wasted.
+  const auto cuobjdump = args.sass ? find_on_path("cuobjdump") : std::nullopt;
+  if (args.sass && !cuobjdump)
+    throw CLI::ValidationError("--sass", "needs cuobjdump, which is not on the PATH (the CUDA toolkit's bin folder "
+                                         "has it); nothing compiled");
 
   std::vector<Job> jobs;
   std::size_t skipped = 0;
@@ -240,8 +244,6 @@ void run(const CompileArgs& args) {
   run_jobs(jobs, args.jobs, compiler);
   const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
-  const auto cuobjdump = args.sass ? find_on_path("cuobjdump") : std::nullopt;
-  if (args.sass && !cuobjdump) logger().warn("--sass: cuobjdump is not on the PATH; no SASS written");
   std::size_t compile_failed = 0;
   std::size_t write_failed = 0;
   for (auto& job : jobs) {
