@@ -45,7 +45,11 @@ def test_usage_errors(kiln, tmp):
     usage_error(kiln, ['--frobnicate'], "'--frobnicate'", 'info')
     usage_error(kiln, ['cache', 'frobnicate'], "'frobnicate'", 'stats', 'verify', 'clear')
     usage_error(kiln, ['compile', '--arch', 'sm_999'], '--arch', 'sm_999')
-    usage_error(kiln, ['compile', '--module', 'nope'], '--module', 'per_token_group_quant_fp8')
+    usage_error(kiln, ['compile', '--module', 'nope'], '--module', 'per_token_group_quant_fp8',
+                'kiln list --variants', "'nope'")
+    # What the message offers is taken: a variant's name.
+    done = run(kiln, 'compile', '--module', 'per_token_group_quant-fp16-g64-int8-col_tma', '--arch', 'sm_90a')
+    check(done.returncode == 0, f'compile --module VARIANT exits 0 (got {done.returncode})', done.stderr)
     # A bad environment setting is not a usage error: the command line was fine.
     done = run(kiln, 'compile', '--module', 'per_token_group_quant_fp8', env={'KILN_ARCH': 'garbage'})
     check(done.returncode == 1, f'a bad KILN_ARCH is a failure, exit 1 (got {done.returncode})', done.stderr)

@@ -104,7 +104,8 @@ std::vector<const KernelSource*> requested_modules(const CompileArgs& args, cons
   if (const auto* source = find_module(args.module)) return {source};
   std::string names;
   for (const auto& source : embedded_modules()) names += (names.empty() ? "" : ", ") + source.module;
-  throw CLI::ValidationError("--module", "expected an embedded module (" + names + "), got '" + args.module + "'");
+  throw CLI::ValidationError("--module", "expected an embedded module (" + names +
+                                           ") or a variant's name (kiln list --variants), got '" + args.module + "'");
 }
 
 struct Job {
@@ -281,7 +282,8 @@ void run(const CompileArgs& args) {
 void add_common_options(CLI::App* cmd, const std::shared_ptr<CompileArgs>& args) {
   cmd->add_option("--arch", args->arch,
                   "Target: sm_90a, compute_120, ...; auto (KILN_ARCH, else sm_90a); all (every arch NVRTC knows)");
-  cmd->add_option("--module", args->module, "One embedded module (default: all of them)");
+  cmd->add_option("--module", args->module,
+                  "One embedded module or variant (kiln list --variants) (default: every embedded module)");
   auto* source = cmd->add_option("--source", args->source_file, "Compile this .cu file instead of the embedded modules");
   cmd->add_option("--family", args->family, "Family of the --source file: common or hopper")
       ->check(CLI::IsMember({"common", "hopper"}))
