@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The set-up scripts (tools/bootstrap, tools/build, tools/test-hardening) as tools/main and
-tools/test run them: a missing CUDA toolkit is named even when every package is installed, and a
-failing build or configure step shows its own output instead of a bare exit status.
+tools/test run them: a missing CUDA toolkit is named even when every package is installed, a
+failing build or configure step shows its own output instead of a bare exit status, and
+KILN_BUILD_DIR is the build folder of every script.
 
 Usage: test_tools_build.py SOURCE_ROOT
 """
@@ -39,6 +40,30 @@ def test_build_shows_failing_step(root, tmp):
     check('Not a directory' in done.stderr, "meson's output is shown", done.stderr[-2000:])
 
 
+def test_scripts_use_kiln_build_dir(root, tmp):
+    # Stand-ins for meson, ninja and the built kiln that only log their arguments: what matters is
+    # which folder tools/test and tools/main hand them, not a real build.
+    log = tmp / 'calls.log'
+    fake_bin = tmp / 'fake-bin'
+    build_dir = tmp / 'elsewhere'
+    (build_dir / 'tools').mkdir(parents=True)
+    fake_bin.mkdir()
+    for program in (fake_bin / 'meson', fake_bin / 'ninja', build_dir / 'tools' / 'kiln'):
+        program.write_text(f'#!/bin/sh\necho "{program.name} $*" >> "{log}"\n')
+        program.chmod(0o755)
+    env = {'PATH': f"{fake_bin}:{os.environ['PATH']}", 'KILN_BUILD_DIR': str(build_dir), 'KILN_PYTHON': '0',
+           'KILN_HARDENING': '0'}
+    done = run(root / 'tools/test', env)
+    calls = log.read_text() if log.exists() else ''
+    check(done.returncode == 0 and f'meson test -C {build_dir} ' in calls,
+          'tools/test runs meson test in $KILN_BUILD_DIR', calls + done.stderr[-2000:])
+    log.unlink(missing_ok=True)
+    done = run(root / 'tools/main', env)
+    calls = log.read_text() if log.exists() else ''
+    check(done.returncode == 0 and 'kiln info' in calls and f'kiln dump --arch auto --out {build_dir}/kiln-dump' in calls,
+          "tools/main runs $KILN_BUILD_DIR's kiln and dumps there", calls + done.stderr[-2000:])
+
+
 def hardening_packages_installed():
     # Why ask: tools/test-hardening's bootstrap would install them, which a test must not do.
     done = subprocess.run(['dpkg-query', '-W', '-f=${Status}\n', 'clang', 'libclang-rt-14-dev'],
@@ -67,6 +92,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_build_shows_failing_step(root, pathlib.Path(tmp))
         test_hardening_shows_failing_configure(root, pathlib.Path(tmp))
+        test_scripts_use_kiln_build_dir(root, pathlib.Path(tmp))
     return exit_status()
 
 
