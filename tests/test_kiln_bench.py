@@ -44,12 +44,11 @@ def test_without_gpu(kiln):
     if info['driver']['available'] and info['devices']:
         print('a GPU is present: the exit-77 path is not exercised here')
         return
-    done = run(kiln, 'bench', '--only', 'gpu', '--quick')
-    check(done.returncode == 77, f'bench --only gpu without a GPU exits 77, got {done.returncode}')
-    check('no usable GPU' in done.stderr, f'and says why: {done.stderr}')
-    done = run(kiln, 'bench', '--only', 'decode', '--quick')
-    check(done.returncode == 77, f'bench --only decode without a GPU exits 77, got {done.returncode}')
-    check('no usable GPU' in done.stderr, f'and says why: {done.stderr}')
+    for part in ('gpu', 'decode', 'jit'):
+        done = run(kiln, 'bench', '--only', part, '--quick')
+        check(done.returncode == 77, f'bench --only {part} without a GPU exits 77, got {done.returncode}')
+        check('no usable GPU' in done.stderr, f'and says why: {done.stderr}')
+        check('host parts' not in done.stderr, f'and claims no host part ran: {done.stderr}')
     done = run(kiln, 'bench', '--only', 'nonsense')
     check(done.returncode != 0 and done.returncode != 77, f'a bad --only is a usage error: {done.returncode}')
 
