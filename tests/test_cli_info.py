@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """`kiln info`, the diagnostic command: a bad KILN_ARCH is reported beside everything else (exit
-1 at the end), and each bad cache setting is one warning, as the README promises.
+1 at the end), and each bad cache setting or switch is one warning and exit 0, as the README
+promises.
 
 Usage: test_cli_info.py KILN_EXECUTABLE
 """
@@ -58,7 +59,9 @@ def test_good_settings(kiln, env):
 def test_one_warning_each(kiln, env, tmp):
     blocker = tmp / 'not-a-folder'
     blocker.write_text('')
-    env = {**env, 'KILN_CACHE_DIR': str(blocker), 'KILN_CACHE_MAX_BYTES': 'lots'}
+    # KILN_JIT is read on every use, twice by info; its warning used to be printed twice.
+    env = {**env, 'KILN_CACHE_DIR': str(blocker), 'KILN_CACHE_MAX_BYTES': 'lots', 'KILN_JIT': 'maybe',
+           'KILN_LINEINFO': 'maybe'}
     for args in ((), ('--json',)):
         done = info(kiln, env, *args)
         check(done.returncode == 0, f'info {args}: cache warnings are not errors (exit {done.returncode})', done.stderr)
@@ -68,6 +71,9 @@ def test_one_warning_each(kiln, env, tmp):
         check(len(folder) == 1 and str(blocker) in folder[0], f'info {args}: one warning for the cache folder',
               done.stderr)
         check(len(size) == 1, f'info {args}: one warning for KILN_CACHE_MAX_BYTES', done.stderr)
+        for lever in ('KILN_JIT', 'KILN_LINEINFO'):
+            check(sum(f"{lever}='maybe'" in line for line in lines) == 1, f'info {args}: one warning for {lever}',
+                  done.stderr)
         mode = parsed(done).get('disk_cache', {}).get('mode', '') if args else done.stdout
         check('memory-only' in mode, f'info {args} reports the cache as memory-only', done.stdout[-500:])
 

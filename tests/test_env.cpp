@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "base/env.hpp"
+#include "cache_test_support.hpp"
 
 using namespace kiln;
 
@@ -41,4 +42,19 @@ TEST_CASE("switch_lever gives the fallback when unset or bad") {
   ::setenv("KILN_TEST_LEVER", "", 1);
   CHECK(switch_lever("KILN_TEST_LEVER", true));
   ::unsetenv("KILN_TEST_LEVER");
+}
+
+TEST_CASE("switch_lever warns once for a bad value however often it is read") {
+  // KILN_JIT is read on every use: `kiln info` printed its warning twice.
+  test::WarningCounter warnings;
+  ::setenv("KILN_TEST_WARNED_LEVER", "maybe", 1);
+  CHECK(switch_lever("KILN_TEST_WARNED_LEVER", true));
+  CHECK(switch_lever("KILN_TEST_WARNED_LEVER", true));
+  CHECK(warnings.count() == 1);
+  ::setenv("KILN_TEST_WARNED_LEVER", "perhaps", 1);  // another mistake, its own warning
+  CHECK_FALSE(switch_lever("KILN_TEST_WARNED_LEVER", false));
+  CHECK(warnings.count() == 2);
+  CHECK_THAT(warnings.all(), Catch::Contains("KILN_TEST_WARNED_LEVER='maybe'") &&
+                                 Catch::Contains("KILN_TEST_WARNED_LEVER='perhaps'"));
+  ::unsetenv("KILN_TEST_WARNED_LEVER");
 }

@@ -24,8 +24,9 @@ std::optional<std::uint64_t> parse_size(std::string_view text);
 /// 0 for any other character (no suffix).
 unsigned size_suffix_shift(char suffix);
 
-/// A switch lever: the parsed value of `name`, or `fallback` when unset; a bad value logs one
-/// warning naming the variable and the accepted values, and gives `fallback`.
+/// A switch lever: the parsed value of `name`, or `fallback` when unset; a bad value gives
+/// `fallback` and logs one warning per process (however often it is read) naming the variable
+/// and the accepted values.
 bool switch_lever(const char* name, bool fallback);
 
 }  // namespace kiln

@@ -101,7 +101,7 @@ bool nvrtc_load_attempted() noexcept;
 const NvrtcApi& require_nvrtc(const std::string& what);
 
 /// `KILN_JIT` (a switch, default on): off means never compile; a kernel in no cache layer is
-/// unavailable. Read on every call; a bad value is one warning and on.
+/// unavailable. Read on every call; a bad value is one warning per process and on.
 bool jit_enabled();
 
 }  // namespace kiln
