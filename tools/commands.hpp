@@ -25,7 +25,7 @@ void add_bench_command(CLI::App& app);
 
 /// kiln's exit statuses (`kiln --help` lists them): a usage error is anything wrong with the
 /// command line itself (unknown command or option, a missing or bad value); a failure is work that
-/// did not get done (a compile, a write, a check, a bad environment setting).
+/// did not get done (a compile, a write, a check, a bad KILN_ARCH).
 constexpr int EXIT_FAILED = 1;
 constexpr int EXIT_USAGE = 2;
 

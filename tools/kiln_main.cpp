@@ -55,8 +55,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string(kiln::version_string()));
   app.require_subcommand(1);
   app.footer(
-      "Exit status: 0 success; 1 failure (a compile, a write, a check, a bad KILN_* setting); 2 usage "
-      "error (unknown command or option, a missing or out-of-range value).");
+      "Exit status: 0 success; 1 failure (a compile, a write, a check, a bad KILN_ARCH); 2 usage error "
+      "(unknown command or option, a missing or out-of-range value). A bad switch or number in a KILN_* "
+      "variable is a warning and the default.");
   kiln::cli::add_all_commands(app);
   try {
     app.parse(argc, argv);
