@@ -328,9 +328,9 @@ float ratio_by_reciprocal(float x, float scale) {
 // Pairs (absmax, x) whose codes differ between the twin's division and true division; x walks
 // every bf16 of magnitude <= absmax in steps of `stride` from `offset`.
 std::uint64_t reciprocal_mismatches(std::uint32_t absmax_bits, std::uint32_t stride, std::uint32_t offset,
-                                    std::uint64_t& pairs) {
+                                    std::uint64_t& pairs, float eps = 1e-10f) {
   const float absmax = bf16_to_float(static_cast<std::uint16_t>(absmax_bits));
-  const float scale = std::fmax(absmax, 1e-10f) / 448.0f;
+  const float scale = std::fmax(absmax, eps) / 448.0f;
   std::uint64_t bad = 0;
   for (std::uint32_t magnitude = offset % stride; magnitude <= absmax_bits; magnitude += stride)
     for (const std::uint32_t sign : {0u, 0x8000u}) {
@@ -358,6 +358,22 @@ TEST_CASE("the twin's reciprocal-and-fma division gives true division's code for
   CHECK(kiln::fp8::e4m3_from_bits(bits(ratio_by_reciprocal(-1e-38f, 3e38f / 448.0f))) == 0x80);
   CHECK(kiln::fp8::e4m3_from_bits(bits(ratio_by_reciprocal(-0.0f, 1.0f / 448.0f))) == 0x80);
   CHECK(kiln::fp8::e4m3_from_bits(bits(ratio_by_reciprocal(0.0f, 1.0f / 448.0f))) == 0x00);
+}
+
+TEST_CASE("the reciprocal division's floor: true division's codes from RECIPROCAL_MIN_SCALE up, with eps 0") {
+  // The family kernel takes any eps >= 0, so its scales reach 0. Every group max whose scale is
+  // below 2^-40 (the range the default eps never reaches), with a 1/7 sample of x.
+  const std::uint32_t below_2_to_minus_40 = 0x2f80;  // bf16 448 * 2^-40 is about 2^-31.2
+  std::uint64_t pairs = 0, bad_from_floor = 0, bad_below_floor = 0;
+  for (std::uint32_t a = 1; a < below_2_to_minus_40; ++a) {
+    const std::uint64_t bad = reciprocal_mismatches(a, 7, a, pairs, 0.0f);
+    (bf16_to_float(static_cast<std::uint16_t>(a)) / 448.0f >= kiln::fp8::RECIPROCAL_MIN_SCALE ? bad_from_floor
+                                                                                            : bad_below_floor) += bad;
+  }
+  CAPTURE(pairs, bad_below_floor);
+  CHECK(pairs > 5'000'000);
+  CHECK(bad_from_floor == 0);
+  CHECK(bad_below_floor > 0);  // why the floor exists: the kernels divide element by element there
 }
 
 TEST_CASE("quantize: bad arguments name the argument") {

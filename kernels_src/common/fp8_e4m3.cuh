@@ -21,6 +21,15 @@ constexpr unsigned GROUP = 128;       // elements per group, one fp32 scale each
 constexpr float E4M3_MAX = 448.0f;
 constexpr float ABSMAX_EPS = 1e-10f;  // vLLM's eps: an all-zero group gets a finite scale
 
+// The smallest scale ratio_by_reciprocal divides by. Why a floor: below about 2^-113 its residual
+// underflows and codes differ from true division (every bf16 group max with eps 0, checked on the
+// CPU by tests/test_fp8_reference.cpp), and a scale of 0 (eps 0, an all-zero group) has an
+// infinite reciprocal that made every code NaN. Why 2^-64: far above where that starts, and far
+// below any scale of the default eps (1e-10 / 448, about 2^-42) or of UE8M0 (at least 2^-33).
+constexpr float RECIPROCAL_MIN_SCALE = 0x1p-64f;
+
+static_assert(ABSMAX_EPS / E4M3_MAX >= RECIPROCAL_MIN_SCALE, "group_divisor skips the floor test");
+
 // Rounds v / 2^s to nearest, ties to even. Needs 1 <= s <= 24 and v + 2^(s-1) < 2^32 (no wrap).
 KILN_FP8_FN unsigned rne_shift_right(unsigned v, unsigned s) {
   return (v + ((1u << (s - 1)) - 1u) + ((v >> s) & 1u)) >> s;
@@ -107,8 +116,8 @@ KILN_FP8_FN float clamp_ratio(float ratio) { return fminf(fmaxf(ratio, -E4M3_MAX
 KILN_FP8_FN float clamped_ratio(float x, float scale) { return clamp_ratio(__fdiv_rn(x, scale)); }
 
 // x / scale with the division done once per group: `recip` is __frcp_rn(scale), and one fma
-// correction refines x * recip (Markstein). Only for a finite scale (an infinite absmax takes
-// clamped_ratio). What it guarantees is the e4m3 code, not the float: over every bf16 pair with
+// correction refines x * recip (Markstein). Only for a scale from RECIPROCAL_MIN_SCALE to the
+// largest float (GroupDivisor::by_reciprocal; the rest takes clamped_ratio). What it guarantees is the e4m3 code, not the float: over every bf16 pair with
 // |x| <= absmax (1.07 G ratios) about 3.5 M floats differ from IEEE x / scale, all of them
 // smaller than 2^-71 in magnitude, where both round to a signed e4m3 zero (the smallest e4m3
 // subnormal is 2^-9). bench/twin_geometry.cu checks every (absmax, x) pair of bf16 values on the
@@ -129,16 +138,23 @@ KILN_FP8_FN float ratio_by_reciprocal(float x, float scale, float recip) {
 struct GroupDivisor {
   float scale;
   float recip;
-  bool finite;  // only an infinite absmax gives a non-finite scale, which takes true division
+  bool by_reciprocal;  // ratio_by_reciprocal gives true division's codes; else divide each element
 };
 
-// Any scale, also one a variant computed its own way (the family kernel's eps, QMAX and UE8M0).
+// Any scale, also one a variant computed its own way (the family kernel's eps, QMAX and UE8M0):
+// an infinite one (an infinite absmax) or one below RECIPROCAL_MIN_SCALE (a tiny eps) takes true
+// division.
 KILN_FP8_FN GroupDivisor divisor_of_scale(float scale) {
   // Why `!= 0`: NVRTC's builtin isfinite returns int, and int -> bool in braces is a narrowing
   // conversion it warns about in every compile (#2361-D).
+  return GroupDivisor{scale, __frcp_rn(scale), isfinite(scale) != 0 && scale >= RECIPROCAL_MIN_SCALE};
+}
+// The seed kernels' divisor. Why only the finite test: their scale is at least ABSMAX_EPS / 448,
+// above RECIPROCAL_MIN_SCALE, so the kernels measured for it need no second compare per group.
+KILN_FP8_FN GroupDivisor group_divisor(float absmax) {
+  const float scale = group_scale(absmax);
   return GroupDivisor{scale, __frcp_rn(scale), isfinite(scale) != 0};
 }
-KILN_FP8_FN GroupDivisor group_divisor(float absmax) { return divisor_of_scale(group_scale(absmax)); }
 
 // x / scale for one element of a group. EXACT_RECIPROCAL: the scale is a power of two (UE8M0
 // scales are), so its reciprocal 2^-e is exact (a normal float, or 2^-127 as a subnormal, for
@@ -154,7 +170,7 @@ KILN_FP8_FN float group_ratio(float x, const GroupDivisor& d) {
 }
 
 // The e4m3 codes of PAIRS element pairs of one group, two per 16-bit value (e4m3x2's order): the
-// codes clamped_ratio gives. Why the finite-scale test once for the whole slice: tested per pair
+// codes clamped_ratio gives. Why the divisor's test once for the whole slice: tested per pair
 // (the group-uniform branch of before) it cost a convergence barrier and two branches per pair in
 // the SASS, 4 instructions on 14. Why only the lower clamp: it is what maps NaN to -448 (fmaxf
 // drops NaN); cvt.rn.satfinite and e4m3_from_bits saturate the upper end to 448 themselves.
@@ -163,7 +179,7 @@ KILN_FP8_FN float group_ratio(float x, const GroupDivisor& d) {
 template <unsigned PAIRS, bool EXACT_RECIPROCAL = false, bool NAN_FREE = false>
 KILN_FP8_FN void e4m3x2_group(const float* f, const GroupDivisor& d, unsigned* pairs) {
   const auto nan_to_lowest = [](float ratio) { return NAN_FREE ? ratio : fmaxf(ratio, -E4M3_MAX); };
-  if (d.finite) {
+  if (d.by_reciprocal) {
 #pragma unroll
     for (unsigned j = 0; j < PAIRS; ++j)
       pairs[j] = e4m3x2(nan_to_lowest(group_ratio<EXACT_RECIPROCAL>(f[2 * j], d)),

@@ -162,7 +162,7 @@ __device__ __forceinline__ void unpack(const uint4& v, float* f) {
 // and maps NaN to -128, cvt.rzi.s32 truncates (a ratio past 2^31 saturates), and cvt.pack.sat.s8
 // clamps the upper end while it packs two codes and shifts in the word's other half: two packs per
 // four codes, where a per-code saturating convert needed a mask and a byte permute per code too
-// (2026-12-04-h200-quant-step-1.log). Why the finite-scale test once for the slice: as
+// (2026-12-04-h200-quant-step-1.log). Why the divisor's test once for the slice: as
 // kiln::fp8::e4m3x2_group. NAN_FREE: the ratio is not NaN, so it is above -128: no clamp.
 template <bool NAN_FREE>
 __device__ __forceinline__ int truncated_from_floor(float ratio) {
@@ -185,7 +185,8 @@ __device__ __forceinline__ unsigned int8x4_saturating(int a, int b, int c, int d
 
 // Why each word is packed as soon as its four codes exist: holding all of a slice's truncated codes
 // first spilled 48 bytes at 32 registers (SiLU with column-major scales) instead of 16. NAN_FREE as
-// kiln::fp8::e4m3x2_group's; an infinite scale still clamps (inf / inf is NaN).
+// kiln::fp8::e4m3x2_group's; a scale divided element by element still clamps (inf / inf and 0 / 0
+// are NaN).
 template <unsigned N, typename Code>
 __device__ __forceinline__ void int8x4_words(const float* f, const Code& code, unsigned* words) {
 #pragma unroll
@@ -195,7 +196,7 @@ __device__ __forceinline__ void int8x4_words(const float* f, const Code& code, u
 
 template <unsigned N, bool EXACT_RECIPROCAL, bool NAN_FREE>
 __device__ __forceinline__ void int8x4_group(const float* f, const kiln::fp8::GroupDivisor& d, unsigned* words) {
-  if (d.finite)
+  if (d.by_reciprocal)
     int8x4_words<N>(f, [&](float x) { return truncated_from_floor<NAN_FREE>(kiln::fp8::group_ratio<EXACT_RECIPROCAL>(x, d)); }, words);
   else
     int8x4_words<N>(f, [&](float x) { return truncated_from_floor<false>(__fdiv_rn(x, d.scale)); }, words);

@@ -172,6 +172,33 @@ TEST_CASE("every variant of the quantizer family matches the CPU reference byte 
   CHECK(checked == 180 * cases.size());
 }
 
+TEST_CASE("eps 0: all-zero groups and tiny group maxima match the CPU reference in every variant") {
+  // Scales of 0 and below kiln::fp8::RECIPROCAL_MIN_SCALE, which the kernel divides element by
+  // element (its reciprocal division made every code of such a group NaN).
+  auto& g = gpu();
+  std::mt19937_64 rng(std::random_device{}());
+  std::normal_distribution<float> normal(0.f, 1.f);
+  const Case c{6, 1024, 0, true};
+  std::size_t checked = 0;
+  for (const QuantVariant& v : every_variant()) {
+    const std::uint64_t stride = v.silu_and_mul ? 2 * c.k : c.k;
+    std::vector<std::uint8_t> x(c.m * stride * element_bytes(v.input), 0);
+    // Per group: zeros, then maxima near 2^-120 and 2^-135 (subnormal; fp16 flushes them to 0,
+    // which is another all-zero group), then ordinary values.
+    const float magnitudes[] = {0.f, 0x1p-120f, 0x1p-135f, 1.f};
+    for (std::uint64_t r = 0; r < c.m; ++r)
+      for (std::uint64_t col = 0; col < stride; ++col)
+        store(v.input, x, r * stride + col, normal(rng) * magnitudes[(r + col / v.group) % 4]);
+    const Outputs expected = run_reference(v, c, x, stride, 0.f);
+    const Outputs actual = run_on_gpu(g.service.group_quant(v), v, c, x, stride, 0.f);
+    INFO(describe(v, c) + " eps=0");
+    CHECK(first_difference(expected.q, actual.q, "q") == "");
+    CHECK(first_difference(expected.scales, actual.scales, "scales") == "");
+    ++checked;
+  }
+  CHECK(checked == 180);
+}
+
 TEST_CASE("the seed variant's family kernel writes the seed kernels' bytes") {
   auto& g = gpu();
   const QuantVariant seed;
