@@ -4,7 +4,7 @@
 // optional entry the suite calls, fails the run: on a GPU machine that is a broken set-up, and a
 // skip would hide it.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+#include "../catch2_run.hpp"
 
 #include <cstdio>
 #include <exception>
@@ -35,5 +35,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "FAIL: %s\n", error.what());
     return 1;
   }
-  return Catch::Session().run(argc, argv);
+  return kiln::test::run_catch2(argc, argv);
 }
