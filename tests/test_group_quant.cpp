@@ -75,9 +75,10 @@ TEST_CASE("check names the argument, what was expected and the valid range") {
   args.q = address(0x20008);
   args.scales = nullptr;
   CHECK(error_of([&] { GroupQuant::check(v, args); }) == "invalid argument 'scales': expected a device pointer, got null");
-  // A row of more than 2^32-1 groups is the row's fault, not m's.
-  CHECK(error_of([&] { GroupQuant::check(v, args_for(1, 128ull << 33)); }) ==
-        "invalid argument 'k': expected at most 2^32-1 groups (k / group) per row, got 1099511627776");
+  // A row of more than 2^31-1 groups is the row's fault, not m's.
+  CHECK(error_of([&] { GroupQuant::check(v, args_for(1, 64ull << 31)); }) ==
+        "invalid argument 'k': expected at most 2^31-1 groups (k / group) per row, got 137438953472");
+  CHECK_NOTHROW(GroupQuant::check(v, args_for(1, 64ull * 0x7FFFFFFF)));
   // An empty shape needs no pointers.
   QuantArgs empty;
   empty.k = 128;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "jit/variants.hpp"
 #include "kiln/error.hpp"
@@ -18,6 +17,7 @@ constexpr std::string_view FAMILY = "per_token_group_quant";
 constexpr std::uint32_t FAMILY_THREADS = 256;
 constexpr std::uint64_t MAX_ROWS = 0x7FFFFFFFu;
 constexpr std::uint64_t MAX_GRID_X = 0x7FFFFFFFu;
+constexpr std::uint64_t MAX_GROUPS_PER_ROW = 0x7FFFFFFFu;
 
 const char* spelled(QuantInput input) {
   switch (input) {
@@ -160,8 +160,10 @@ void GroupQuant::check(const QuantVariant& variant, const QuantArgs& args) {
                              std::to_string(args.x_row_stride));
   }
   if (args.m == 0 || args.k == 0) return;
-  if (args.k / variant.group > std::numeric_limits<std::uint32_t>::max())
-    throw_invalid_argument("k", "at most 2^32-1 groups (k / group) per row", std::to_string(args.k));
+  // Why 2^31-1 and not the kernel's u32 group count: the tiled kernels round the count up to whole
+  // tiles in 32 bits, which would wrap past 2^32 - 128 (a row of 137 G elements: never in memory).
+  if (args.k / variant.group > MAX_GROUPS_PER_ROW)
+    throw_invalid_argument("k", "at most 2^31-1 groups (k / group) per row", std::to_string(args.k));
   if (grid(variant, args.m, args.k)[0] > MAX_GRID_X)
     throw_invalid_argument("m", "m * k / group within the flat grid (2^31-1 CTAs)", std::to_string(args.m));
   require_pointer("x", args.x, 16);
