@@ -36,6 +36,12 @@ def floor_of(sm):
     return ceil_div(3 * sm, 10)  # ceil(0.3 x sm), in integers
 
 
+def min_m_of(k, sm):
+    """The smallest M whose twin grid reaches the floor F, from the grid rule alone:
+    ceil(M * L / 16) >= F  <=>  M * L > 16 * (F - 1)  <=>  M >= 16 * (F - 1) // L + 1."""
+    return GROUPS_PER_CTA * (floor_of(sm) - 1) // (k // 128) + 1
+
+
 def test_refusals(kiln):
     # The shared kernel cannot take 65536 groups on grid Y: no grid, launch()'s error.
     done = pick(kiln, '--m', 1, '--k', 8388608, '--twin', 'off')
@@ -87,7 +93,7 @@ def test_why_line(kiln):
     for sm in (132, 148, 6146):
         floor = floor_of(sm)
         for k in (2048, 5120, 6144, 7168, 17408):
-            min_m = None
+            min_m = min_m_of(k, sm)
             for m in sorted({1, 2, 7, 15, 16, 17, 21, 22, 25, 33, 34, 35, 44, 65, 66, 67, 1537, 3071, 3072, 3073}):
                 done = pick(kiln, '--m', m, '--k', k, '--sm-count', sm, '--twin', 'on', '--json')
                 what = f'sm {sm} k {k} m {m}'
@@ -97,9 +103,9 @@ def test_why_line(kiln):
                 out = json.loads(done.stdout)
                 grid, groups_total = twin_grid(m, k)
                 ctas = grid[0]
-                min_m = out['twin_min_m']
+                check(out['twin_min_m'] == min_m, f'{what}: twin_min_m {out["twin_min_m"]} == {min_m}')
                 check(out['twin'] == (ctas >= floor), f'{what}: twin iff {ctas} CTAs >= floor {floor}')
-                check(m < min_m or out['twin'], f'{what}: every M >= {min_m} takes the twin')
+                check(out['twin'] == (m >= min_m), f'{what}: the twin iff M >= {min_m}')
                 if out['twin']:
                     continue
                 checked += 1
