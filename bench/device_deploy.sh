@@ -7,28 +7,33 @@
 #     `kiln selftest` must quantize correctly from the bundle, and LD_DEBUG shows libnvrtc never opened;
 #  3. times 15 fresh processes each (alternating): start to both quantizer handles from the bundle
 #     vs a process doing only driver start-up (cuInit + primary context), via `kiln bench-child`.
-# Writes $OUT/deploy.log and $OUT/deploy.md (the table for bench/results/); prints the summary.
+# Writes $OUT/deploy.log and $OUT/deploy.md (the table for bench/results/); prints the summary,
+# with each failing step's whole log, and exits 1 if any step failed.
 set -uo pipefail
 root=$PWD
 export LD_LIBRARY_PATH=$root/.carry/lib
 K=$root/.carry/bin/kiln
 w=$(mktemp -d)
 log=$OUT/deploy.log
-step() { printf '\n### %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+. "$(dirname "$0")/device_steps.sh"
 {
-step env; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+step env; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; step_exit $?
 step pack
-KILN_CACHE_DIR=$w/build-cache $K pack --arch sm_90a,sm_100a -o $w/kernels.kpack --jobs 4; echo "exit $?"
-$K pack --list $w/kernels.kpack; echo "exit $?"
-$K pack --verify $w/kernels.kpack; echo "exit $?"
-mkdir -p $w/image/opt/model $w/elsewhere && mv $w/kernels.kpack $w/image/opt/model/kernels.kpack
+KILN_CACHE_DIR=$w/build-cache $K pack --arch sm_90a,sm_100a -o $w/kernels.kpack --jobs 4; step_exit $?
+$K pack --list $w/kernels.kpack; step_exit $?
+$K pack --verify $w/kernels.kpack; step_exit $?
+mkdir -p $w/image/opt/model $w/elsewhere && mv $w/kernels.kpack $w/image/opt/model/kernels.kpack; step_exit $?
 hidden=(env -u KILN_CACHE_DIR KILN_NVRTC_LIBRARY=$w/no/libnvrtc.so.13 KILN_JIT=off
         KILN_CACHE_PATH=$w/image/opt/model/kernels.kpack HOME=$w/elsewhere)
 step "info, NVRTC hidden, KILN_JIT=off"
-(cd $w/elsewhere && "${hidden[@]}" $K info); echo "exit $?"
+(cd $w/elsewhere && "${hidden[@]}" $K info); step_exit $?
 step "selftest, NVRTC hidden, KILN_JIT=off, from the moved bundle"
-(cd $w/elsewhere && "${hidden[@]}" LD_DEBUG=files LD_DEBUG_OUTPUT=$w/ld $K selftest); echo "exit $?"
-echo "libnvrtc opened by the selftest process: $(cat $w/ld.* 2>/dev/null | grep -c 'file=.*libnvrtc') times"
+(cd $w/elsewhere && "${hidden[@]}" LD_DEBUG=files LD_DEBUG_OUTPUT=$w/ld $K selftest); step_exit $?
+opened=$(cat $w/ld.* 2>/dev/null | grep -c 'file=.*libnvrtc')
+echo "libnvrtc opened by the selftest process: $opened times"
+# Why a status of its own: the step is there to prove NVRTC is never opened, which takes LD_DEBUG's
+# files to exist and name no libnvrtc.
+compgen -G "$w/ld.*" > /dev/null && [ "$opened" -eq 0 ]; step_exit $?
 step timing
 (cd $w/elsewhere && "${hidden[@]}" python3 - "$K" "$OUT/deploy.md" <<'PY'
 import json, statistics, subprocess, sys, time
@@ -57,7 +62,9 @@ table = ['| process (fresh, NVRTC hidden, KILN_JIT=off, bundle via KILN_CACHE_PA
 open(out, 'w').write('\n'.join(table) + '\n')
 print('\n'.join(table))
 PY
-); echo "exit $?"
+); step_exit $?
 } > $log 2>&1
-grep -E "^###|exit|libnvrtc opened|OK|quantiz|ratio|median" $log
+steps_report "^###|exit|libnvrtc opened|OK|quantiz|ratio|median" $log
+status=$?
 cp $OUT/deploy.md /dev/stdout 2>/dev/null
+exit $status

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""The device scripts' step reports (bench/device_steps.sh), without a GPU: stand-in steps that pass
+and fail show a passing step's summary lines only, a failing step's whole log section (a Catch2
+failure's file:line and expansion included), a last line naming the failed steps, and exit 1 (0 when
+all pass); then bench/device_checks.sh and bench/device_pdl.sh themselves, copied into a scratch
+tree whose .carry/bin, nvidia-smi and Python scripts are stand-ins, exit 1 and show the failure when
+one GPU test fails, and exit 0 when none does.
+
+Usage: test_device_steps.py SOURCE_ROOT
+"""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from checks import check, exit_status
+
+CATCH2_FAILURE = '''-------------------------------------------------------------------------------
+PDL chain: the dependent launch waits
+-------------------------------------------------------------------------------
+tests/gpu/test_gpu_fp8.cpp:412: FAILED:
+  CHECK( mismatches == 0 )
+with expansion:
+  3 == 0
+===============================================================================
+test cases: 2 | 1 passed | 1 failed
+assertions: 9 | 8 passed | 1 failed
+'''
+
+
+def bash(script, cwd, env=None):
+    done = subprocess.run(['bash', '-c', script], cwd=cwd, capture_output=True, text=True, timeout=60,
+                          env=env or os.environ)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_helper(root, tmp):
+    helper = root / 'bench' / 'device_steps.sh'
+    (tmp / 'failure.txt').write_text(CATCH2_FAILURE)
+    script = f'''set -uo pipefail
+. "{helper}"
+{{
+step good; echo "noise of a passing step"; echo "2 passed"; step_exit 0
+step bad; cat failure.txt; printf '### not a step\\nexit 0\\nafter the fake header\\n'; (exit 3); step_exit $?
+step two; (exit 5); step_exit $?; true; step_exit $?
+}} > log1 2>&1
+{{ step "other log"; echo "fine there"; step_exit 0; }} > log2 2>&1
+steps_report '^###|^exit|passed' log1 log2
+'''
+    status, out, err = bash(script, tmp)
+    lines = out.rstrip('\n').splitlines()
+    check(status == 1, f'a failing step: exit 1 (got {status})', out + err)
+    check(lines and lines[-1] == '2 of 4 steps failed: bad, two', f'the last line names the failed steps ({lines[-1:]})', out)
+    check('2 passed' in out and 'noise of a passing step' not in out, 'a passing step: its summary lines only', out)
+    check('fine there' not in out and any(line.startswith('### other log (') for line in lines),
+          'a passing step in another log: summarized too', out)
+    for needed in ('tests/gpu/test_gpu_fp8.cpp:412: FAILED:', '  CHECK( mismatches == 0 )', 'with expansion:', '  3 == 0',
+                   'after the fake header', 'exit 3'):
+        check(needed in out, f'the failing step\'s whole section is printed: {needed.strip()!r}', out)
+    check(out.count('exit 5') == 1 and out.count('exit 0') >= 2,
+          'a step with several commands fails if one does, and shows each status', out)
+    check(out.index('2 passed') < out.index('tests/gpu/test_gpu_fp8.cpp:412'),
+          'the failing sections come after the summary, nearest the end', out)
+
+    status, out, err = bash(f'''set -uo pipefail
+. "{helper}"
+{{ step one; echo "1 passed"; step_exit 0; step two; step_exit 0; }} > log 2>&1
+steps_report '^###|passed' log''', tmp)
+    check(status == 0 and out.rstrip('\n').splitlines()[-1:] == ['all 2 steps passed'],
+          f'all steps pass: exit 0 and says so (got {status})', out + err)
+    status, out, err = bash(f'''set -uo pipefail
+. "{helper}"
+{{ step lost; step_exit 1; }} > /dev/null 2>&1
+steps_report '^###' log-that-is-not-there''', tmp)
+    check(status == 1 and 'lost' in out and 'no log section' in out,
+          f'a failing step whose log is missing still fails the report and says so (got {status})', out + err)
+
+
+def stand_in(path, body):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('#!/usr/bin/env bash\n' + body)
+    path.chmod(0o755)
+
+
+def device_tree(root, tmp, name, fail_fp8):
+    """The script and helper copied, and every program they call replaced by a stand-in."""
+    tree = tmp / name
+    for script in ('device_checks.sh', 'device_pdl.sh', 'device_steps.sh'):
+        (tree / 'bench').mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / 'bench' / script, tree / 'bench' / script)
+    stand_in(tree / '.carry/bin/test_gpu_fp8', f"cat <<'EOF'\n{CATCH2_FAILURE}EOF\nexit 1\n" if fail_fp8 else
+             'echo "All tests passed (9 assertions in 2 test cases)"\n')
+    for program in ('test_gpu_quant', 'test_gpu_leaks', 'example_c', 'example_rust', 'twin_geometry'):
+        stand_in(tree / '.carry/bin' / program, 'echo "All tests passed"\n')
+    stand_in(tree / '.carry/bin/kiln', 'if [ "$*" = "info --json" ]; then\n'
+             '  echo \'{"devices": [{"fp8_act_quant": "twin"}], "counters": {}}\'\nelse echo "kiln $*: OK"; fi\n')
+    stand_in(tree / 'fake-path/nvidia-smi', 'echo "NVIDIA H200, 570.00"\n')
+    for script in ('bench/quant_torch_check.py', 'examples/python/quantize.py'):
+        (tree / script).parent.mkdir(parents=True, exist_ok=True)
+        (tree / script).write_text('print("every variant OK")\n')
+    (tree / 'out').mkdir()
+    return tree
+
+
+def run_device_script(tree, script):
+    env = dict(os.environ, OUT=str(tree / 'out'), PATH=f'{tree / "fake-path"}:{os.environ["PATH"]}')
+    done = subprocess.run(['bash', f'bench/{script}'], cwd=tree, capture_output=True, text=True, timeout=60, env=env)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_scripts(root, tmp):
+    for script, steps, failed in (('device_checks.sh', 10, 'gpu_fp8'), ('device_pdl.sh', 5, 'pdl_chain, gpu_fp8')):
+        status, out = run_device_script(device_tree(root, tmp, f'{script}-pass', fail_fp8=False), script)
+        check(status == 0 and f'all {steps} steps passed' in out, f'{script}, every stand-in passes: exit 0 ({status})', out)
+        status, out = run_device_script(device_tree(root, tmp, f'{script}-fail', fail_fp8=True), script)
+        check(status == 1, f'{script}, the FP8 GPU suite fails: exit 1 ({status})', out)
+        check('tests/gpu/test_gpu_fp8.cpp:412: FAILED:' in out and '  3 == 0' in out,
+              f'{script}: the failing test\'s file:line and expansion are shown', out)
+        check(out.rstrip('\n').splitlines()[-1:] == [f'{failed.count(",") + 1} of {steps} steps failed: {failed}'],
+              f'{script}: the last line names {failed}', out[-400:])
+
+
+def main():
+    root = pathlib.Path(sys.argv[1]).resolve()
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix='kiln-device-steps-'))
+    try:
+        for script in ('device_steps.sh', 'device_checks.sh', 'device_pdl.sh', 'device_deploy.sh',
+                       'device_remote_cache.sh', 'device_python.sh'):
+            done = subprocess.run(['bash', '-n', str(root / 'bench' / script)], capture_output=True, text=True)
+            check(done.returncode == 0, f'bash -n bench/{script}', done.stderr)
+        test_helper(root, tmp)
+        test_scripts(root, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return exit_status()
+
+
+if __name__ == '__main__':
+    sys.exit(main())
