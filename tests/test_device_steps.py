@@ -87,7 +87,7 @@ def stand_in(path, body):
 def device_tree(root, tmp, name, fail_fp8):
     """The script and helper copied, and every program they call replaced by a stand-in."""
     tree = tmp / name
-    for script in ('device_checks.sh', 'device_pdl.sh', 'device_steps.sh'):
+    for script in ('device_checks.sh', 'device_pdl.sh', 'device_sanitize.sh', 'device_steps.sh'):
         (tree / 'bench').mkdir(parents=True, exist_ok=True)
         shutil.copy(root / 'bench' / script, tree / 'bench' / script)
     stand_in(tree / '.carry/bin/test_gpu_fp8', f"cat <<'EOF'\n{CATCH2_FAILURE}EOF\nexit 1\n" if fail_fp8 else
@@ -97,6 +97,8 @@ def device_tree(root, tmp, name, fail_fp8):
     stand_in(tree / '.carry/bin/kiln', 'if [ "$*" = "info --json" ]; then\n'
              '  echo \'{"devices": [{"fp8_act_quant": "twin"}], "counters": {}}\'\nelse echo "kiln $*: OK"; fi\n')
     stand_in(tree / 'fake-path/nvidia-smi', 'echo "NVIDIA H200, 570.00"\n')
+    # --tool NAME --error-exitcode N, then the program and its arguments.
+    stand_in(tree / 'fake-path/compute-sanitizer', 'shift 4\n"$@"\nstatus=$?\necho "========= ERROR SUMMARY: 0 errors"\nexit $status\n')
     for script in ('bench/quant_torch_check.py', 'examples/python/quantize.py'):
         (tree / script).parent.mkdir(parents=True, exist_ok=True)
         (tree / script).write_text('print("every variant OK")\n')
@@ -111,7 +113,8 @@ def run_device_script(tree, script):
 
 
 def test_scripts(root, tmp):
-    for script, steps, failed in (('device_checks.sh', 10, 'gpu_fp8'), ('device_pdl.sh', 5, 'pdl_chain, gpu_fp8')):
+    for script, steps, failed in (('device_checks.sh', 10, 'gpu_fp8'), ('device_pdl.sh', 5, 'pdl_chain, gpu_fp8'),
+                                  ('device_sanitize.sh', 2, 'memcheck, racecheck')):
         status, out = run_device_script(device_tree(root, tmp, f'{script}-pass', fail_fp8=False), script)
         check(status == 0 and f'all {steps} steps passed' in out, f'{script}, every stand-in passes: exit 0 ({status})', out)
         status, out = run_device_script(device_tree(root, tmp, f'{script}-fail', fail_fp8=True), script)
@@ -127,7 +130,7 @@ def main():
     tmp = pathlib.Path(tempfile.mkdtemp(prefix='kiln-device-steps-'))
     try:
         for script in ('device_steps.sh', 'device_checks.sh', 'device_pdl.sh', 'device_deploy.sh',
-                       'device_remote_cache.sh', 'device_python.sh'):
+                       'device_remote_cache.sh', 'device_python.sh', 'device_sanitize.sh'):
             done = subprocess.run(['bash', '-n', str(root / 'bench' / script)], capture_output=True, text=True)
             check(done.returncode == 0, f'bash -n bench/{script}', done.stderr)
         test_helper(root, tmp)
