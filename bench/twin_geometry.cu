@@ -46,19 +46,17 @@ __device__ __forceinline__ unsigned pair_codes(float lo, float hi, const fp8::Gr
 // 1: st.global.cs (streaming, evict first).
 template <int LOAD>
 __device__ __forceinline__ uint4 load_as(const unsigned short* p) {
-  uint4 v;
   if constexpr (LOAD == 0) {
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
+    return load_no_allocate(p);
   } else if constexpr (LOAD == 1) {
-    asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return load_stream(p);
   } else {
+    uint4 v;
     asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
         : "l"(p));
+    return v;
   }
-  return v;
 }
 
 template <int STORE>

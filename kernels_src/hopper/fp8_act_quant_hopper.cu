@@ -9,7 +9,7 @@
 //
 // Why this geometry and these loads (bench/results/2026-12-04-h200-twin-access.log, H200): loads
 // that allocate in L1 (plain ld.global.nc) took the twin from 93% to 100% of the copy ceiling at
-// 32768 x 7168, against L1::no_allocate; the flat grid (consecutive CTAs stream consecutive
+// 32768 x 7168, against L1::no_allocate (which small grids keep: HQ_NO_ALLOCATE_BELOW); the flat grid (consecutive CTAs stream consecutive
 // memory, no CTA idles on a row's partial last pass) gained another 1-9% over the (M, Y) grid with
 // a row loop at 512..16384 rows; 16 contiguous elements per lane (SGLang's mapping) halve the
 // store instructions and were 0.2-0.4% ahead of two 128-byte runs per load instruction. Earlier
@@ -33,13 +33,26 @@ constexpr unsigned HQ_RUN = HQ_VECS * HQ_VEC;                  // contiguous ele
 constexpr unsigned HQ_GROUPS_PER_CTA = HQ_THREADS / HQ_LANES;  // kiln::ops::FP8_QUANT_HOPPER_GROUPS_PER_CTA
 static_assert(HQ_LANES * HQ_RUN == kiln::fp8::GROUP, "a group's lanes cover it once");
 
-// Why ld.global.nc without L1::no_allocate: with it, the twin took 93% of the copy ceiling, without
-// it 100% (2026-12-04-h200-twin-access.log); x is read once either way.
+// Why ld.global.nc without L1::no_allocate for large grids: with it, the twin took 93% of the copy
+// ceiling, without it 100% (2026-12-04-h200-twin-access.log); x is read once either way.
 __device__ __forceinline__ uint4 load_stream(const unsigned short* p) {
   uint4 v;
   asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
+
+// Why L1::no_allocate below HQ_NO_ALLOCATE_BELOW groups: a grid this small is a few waves at most,
+// and there the loads that skip L1 finish sooner: 1-4% at 16-512 x 7168, 16 x 18432, 128 and
+// 2048 x 2048 (32768 groups); the L1-allocating loads win from 256 x 18432 (36864 groups) and
+// 768 x 7168 up, by 3-6% from 1024 rows (2026-12-05-h200-twin-loads.log, the twin's own loop).
+__device__ __forceinline__ uint4 load_no_allocate(const unsigned short* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+constexpr unsigned long long HQ_NO_ALLOCATE_BELOW = 36864;
 
 // One thread's 16 contiguous elements of one group: the group max over the 8 lanes of `mask`, then
 // 16 codes stored at `q`, and the scale at `scale_out` from lane 0.
@@ -97,5 +110,9 @@ extern "C" __global__ __launch_bounds__(HQ_THREADS, KILN_HQ_MIN_CTAS) void per_t
   kiln::pdl::enter_stream_order();
   // Why 64-bit: M * L passes 2^32 groups for large activations (and M * K elements far sooner).
   const unsigned long long groups = static_cast<unsigned long long>(m) * (k / kiln::fp8::GROUP);
-  quantize_groups(x, q, scales, groups, [](const unsigned short* p) { return load_stream(p); });
+  // Why a branch and not a second kernel: it is uniform over the grid, and the pick stays one kernel.
+  if (groups < HQ_NO_ALLOCATE_BELOW)
+    quantize_groups(x, q, scales, groups, [](const unsigned short* p) { return load_no_allocate(p); });
+  else
+    quantize_groups(x, q, scales, groups, [](const unsigned short* p) { return load_stream(p); });
 }
