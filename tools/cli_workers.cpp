@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "base/log.hpp"
+#include "cli_common.hpp"
 #include "cache/cache_path.hpp"
 #include "cache/disk/disk_cache.hpp"
 #include "cache/module_provider.hpp"
@@ -142,6 +143,39 @@ bool compile_in_processes(const std::vector<WorkItem>& work, unsigned jobs, Prog
                     child.pid, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
   }
   return true;
+}
+
+void add_disk_counters(DiskCacheCounters& into, const DiskCacheCounters& from) {
+#define KILN_ADD(name) into.name += from.name;
+  KILN_WORKER_COUNTERS(KILN_ADD)
+#undef KILN_ADD
+}
+
+ProvidedWork provide_all(const std::vector<WorkItem>& work, const ModuleProvider& provider, unsigned jobs,
+                         const std::string& label, bool show,
+                         const std::function<void(std::size_t, ProvidedModule&)>& use) {
+  ProvidedWork done;
+  done.items.resize(work.size());
+  Progress progress(label, work.size(), show);
+  done.workers = compile_in_processes(work, jobs, progress, done.totals);
+  Progress collecting(label, work.size(), show && !done.workers);
+  parallel_for(work.size(), jobs, [&](std::size_t i) {
+    const auto& [source, target] = work[i];
+    ProvidedItem& item = done.items[i];
+    collecting.start(source->module, target.name());
+    try {
+      ProvidedModule provided = provider.provide(*source, target);
+      item.from_disk = provided.from_disk;
+      use(i, provided);
+    } catch (const std::exception& e) {
+      item.error = e.what();
+    }
+    collecting.finish(item.from_disk, !item.error.empty());
+  });
+  progress.end();
+  collecting.end();
+  if (done.workers) done.worker_cached = progress.cached();
+  return done;
 }
 
 void add_worker_command(CLI::App& app) {

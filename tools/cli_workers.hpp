@@ -7,12 +7,14 @@
 // time: the parent compiles what is missing itself.
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "cache/module_provider.hpp"
 #include "cli_progress.hpp"
 #include "jit/registry.hpp"
 #include "kiln/counters.hpp"
@@ -36,6 +38,31 @@ struct WorkerTotals {
 /// processes cannot help: `jobs` < 2, fewer than two items, KILN_JIT=off, no NVRTC, or no writable
 /// disk cache to hand results back through.
 bool compile_in_processes(const std::vector<WorkItem>& work, unsigned jobs, Progress& progress, WorkerTotals& totals);
+
+/// Adds every counter of `from` to `into`.
+void add_disk_counters(DiskCacheCounters& into, const DiskCacheCounters& from);
+
+/// One item as this process got it from its provider, after any workers.
+struct ProvidedItem {
+  bool from_disk = false;
+  std::string error;  ///< why not provided; empty when it was
+};
+
+struct ProvidedWork {
+  std::vector<ProvidedItem> items;  ///< in the order of the work
+  bool workers = false;             ///< child processes compiled; `items` then reads their results back
+  WorkerTotals totals;              ///< the workers' counters, when `workers`
+  std::size_t worker_cached = 0;    ///< items the workers found in the disk cache, when `workers`
+};
+
+/// The common step of `kiln pack` and `kiln warm`: compiles `work` in child processes where they
+/// help, then provides every item in this process on up to `jobs` threads, handing item i's module
+/// to `use(i, module)` (which may throw: the item's error). One progress line labelled `label`
+/// when `show`. Why a second, silent progress after the workers: the parent then only reads what
+/// they published.
+ProvidedWork provide_all(const std::vector<WorkItem>& work, const ModuleProvider& provider, unsigned jobs,
+                         const std::string& label, bool show,
+                         const std::function<void(std::size_t, ProvidedModule&)>& use);
 
 /// `kiln worker MODULE@TARGET...` (hidden): the child's side.
 void add_worker_command(CLI::App& app);

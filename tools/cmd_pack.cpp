@@ -24,7 +24,6 @@
 #include "cache/module_provider.hpp"
 #include "cache/prefetch.hpp"
 #include "cli_common.hpp"
-#include "cli_progress.hpp"
 #include "cli_workers.hpp"
 #include "commands.hpp"
 #include "jit/compiler.hpp"
@@ -75,8 +74,6 @@ void write_bundle_file(const std::string& path, const std::vector<std::uint8_t>&
 struct PackJob {
   const KernelSource* source;
   Target target;
-  bool from_cache = false;
-  std::string error;
   bundle::PackedEntry entry;
 };
 
@@ -95,55 +92,41 @@ void pack(const PackArgs& args) {
     for (const KernelSource* variant : variants)
       if (target.carries(variant->family)) modules.push_back(variant);
     for (const KernelSource* source : modules)
-      if (seen.insert(source->module).second) jobs.push_back(PackJob{source, target, false, {}, {}});
+      if (seen.insert(source->module).second) jobs.push_back(PackJob{source, target, {}});
   }
 
   const Compiler compiler;
   const ModuleProvider provider =
       make_module_provider(process_disk_cache(), compiler, process_cache_path().layers);
-  Progress progress("kiln pack", jobs.size(), !args.json);
   std::vector<WorkItem> work;
   for (const auto& job : jobs) work.emplace_back(job.source, job.target);
-  // Why a second, silent progress after the workers: the parent then only reads their results.
-  WorkerTotals totals;
-  const bool workers = compile_in_processes(work, args.jobs, progress, totals);
-  Progress collecting("kiln pack", jobs.size(), !args.json && !workers);
-  parallel_for(jobs.size(), args.jobs, [&](std::size_t i) {
-    PackJob& job = jobs[i];
-    collecting.start(job.source->module, job.target.name());
-    try {
-      ProvidedModule provided = provider.provide(*job.source, job.target);
-      job.from_cache = provided.from_disk;
-      CompiledModule module = std::move(provided.module);
-      // Why no time: the same inputs must give the same bundle bytes.
-      module.compile_ms = 0;
-      const std::vector<std::string> options = compiler.options(job.target);
-      job.entry.key = module_cache_key(*job.source, job.target, options);
-      job.entry.module = job.source->module;
-      job.entry.target = job.target.name();
-      job.entry.bytes = encode_entry(job.entry.key, module, build, 0);
-    } catch (const std::exception& e) {
-      job.error = e.what();
-    }
-    collecting.finish(job.from_cache, !job.error.empty());
-  });
-  progress.end();
-  collecting.end();
+  const ProvidedWork done =
+      provide_all(work, provider, args.jobs, "kiln pack", !args.json, [&](std::size_t i, ProvidedModule& provided) {
+        PackJob& job = jobs[i];
+        CompiledModule module = std::move(provided.module);
+        // Why no time: the same inputs must give the same bundle bytes.
+        module.compile_ms = 0;
+        const std::vector<std::string> options = compiler.options(job.target);
+        job.entry.key = module_cache_key(*job.source, job.target, options);
+        job.entry.module = job.source->module;
+        job.entry.target = job.target.name();
+        job.entry.bytes = encode_entry(job.entry.key, module, build, 0);
+      });
 
   std::vector<bundle::PackedEntry> entries;
   std::size_t failed = 0, cached = 0;
-  for (auto& job : jobs) {
-    if (!job.error.empty()) {
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    if (const std::string& error = done.items[i].error; !error.empty()) {
       ++failed;
-      std::fprintf(stderr, "kiln pack: %s %s: %s\n", job.source->module.c_str(), job.target.name().c_str(),
-                   job.error.c_str());
+      std::fprintf(stderr, "kiln pack: %s %s: %s\n", jobs[i].source->module.c_str(), jobs[i].target.name().c_str(),
+                   error.c_str());
       continue;
     }
-    cached += job.from_cache ? 1 : 0;
-    entries.push_back(std::move(job.entry));
+    cached += done.items[i].from_disk ? 1 : 0;
+    entries.push_back(std::move(jobs[i].entry));
   }
   // Why: what the workers compiled, the parent then found in the disk cache.
-  if (workers) cached = std::min(cached, progress.cached());
+  if (done.workers) cached = std::min(cached, done.worker_cached);
   if (failed != 0) {
     std::fprintf(stderr, "kiln pack: %zu of %zu modules failed; nothing written to %s\n", failed, jobs.size(),
                  args.out.c_str());

@@ -16,7 +16,6 @@
 #include "cache/prefetch.hpp"
 #include "cache/remote/remote_cache.hpp"
 #include "cli_common.hpp"
-#include "cli_progress.hpp"
 #include "cli_workers.hpp"
 #include "commands.hpp"
 #include "jit/compiler.hpp"
@@ -31,14 +30,6 @@ struct WarmArgs {
   std::string variants;  ///< a variant manifest (jit/variants.hpp); empty: the embedded modules only
   unsigned jobs = default_jobs();
   bool json = false;
-};
-
-struct WarmJob {
-  const KernelSource* source;
-  Target target;
-  bool from_disk = false;
-  double compile_ms = 0;  ///< this process's compile, when not from disk
-  std::string error;
 };
 
 /// The summary a container build reads: one JSON object (`--json`) or one line, and why nothing
@@ -79,17 +70,17 @@ void print_report(const WarmArgs& args, const WarmReport& report, const DiskCach
 void run(const WarmArgs& args) {
   const std::vector<const KernelSource*> variants =
       args.variants.empty() ? std::vector<const KernelSource*>{} : variant_manifest_sources(args.variants);
-  std::vector<WarmJob> jobs;
+  std::vector<WorkItem> work;
   for (const auto& target : requested_targets(args.arch)) {
-    for (const KernelSource* source : carried_modules(target)) jobs.push_back(WarmJob{source, target, false, 0, {}});
+    for (const KernelSource* source : carried_modules(target)) work.emplace_back(source, target);
     for (const KernelSource* source : variants)
-      if (target.carries(source->family)) jobs.push_back(WarmJob{source, target, false, 0, {}});
+      if (target.carries(source->family)) work.emplace_back(source, target);
   }
 
   const auto disk = process_disk_cache();
   const auto status = disk->status();
   WarmReport report;
-  report.modules = jobs.size();
+  report.modules = work.size();
   if (status.mode != DiskCacheMode::read_write) {
     // Why nothing is compiled: warm exists to fill the folder, and a container build that goes on
     // with an empty cache must stop here, told why and which folder.
@@ -104,71 +95,52 @@ void run(const WarmArgs& args) {
   const Compiler compiler;
   const ModuleProvider provider = make_module_provider(disk, compiler);
   const auto start = std::chrono::steady_clock::now();
-  Progress progress("kiln warm", jobs.size(), !args.json);
-  std::vector<WorkItem> work;
-  for (const auto& job : jobs) work.emplace_back(job.source, job.target);
-  // Why a silent second pass after the workers: the parent then only reads what they published.
-  WorkerTotals totals;
-  const bool workers = compile_in_processes(work, args.jobs, progress, totals);
-  Progress collecting("kiln warm", jobs.size(), !args.json && !workers);
-  parallel_for(jobs.size(), args.jobs, [&](std::size_t i) {
-    auto& job = jobs[i];
-    collecting.start(job.source->module, job.target.name());
-    try {
-      const ProvidedModule provided = provider.provide(*job.source, job.target);
-      job.from_disk = provided.from_disk;
-      if (!job.from_disk) job.compile_ms = provided.module.compile_ms;
-    } catch (const std::exception& e) {
-      job.error = e.what();
-    }
-    collecting.finish(job.from_disk, !job.error.empty());
-  });
-  progress.end();
-  collecting.end();
+  std::vector<double> compile_ms(work.size(), 0.0);  // this process's compiles
+  const ProvidedWork done = provide_all(work, provider, args.jobs, "kiln warm", !args.json,
+                                        [&](std::size_t i, const ProvidedModule& provided) {
+                                          if (!provided.from_disk) compile_ms[i] = provided.module.compile_ms;
+                                        });
   report.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
   // Why the memory counters are gathered here: warm loads nothing, so no ModuleCache counts its
   // compiles; without this, `compile_ms` read 0 after any number of compiles.
   ModuleCacheCounters memory;
   DiskCacheCounters counters = disk->counters();
-  if (workers) {
+  if (done.workers) {
     // Why: the workers compiled and healed; this process only read back what they published,
     // which is bookkeeping, not a hit to report.
     std::uint64_t read_back = 0;
-    for (const auto& job : jobs) read_back += job.from_disk ? 1 : 0;
+    for (const auto& item : done.items) read_back += item.from_disk ? 1 : 0;
     counters.disk_hits -= std::min(counters.disk_hits, read_back);
-#define KILN_ADD(name) counters.name += totals.disk.name;
-    KILN_ADD(disk_hits) KILN_ADD(disk_misses) KILN_ADD(compiles) KILN_ADD(corrupt_healed) KILN_ADD(rejected)
-    KILN_ADD(lock_waits) KILN_ADD(lock_timeouts) KILN_ADD(lock_failures) KILN_ADD(evictions) KILN_ADD(store_failures)
-#undef KILN_ADD
-    memory.compiles += totals.disk.compiles;
-    memory.compile_ms += totals.compile_ms;
+    add_disk_counters(counters, done.totals.disk);
+    memory.compiles += done.totals.disk.compiles;
+    memory.compile_ms += done.totals.compile_ms;
   }
   std::vector<std::string> missing;
-  for (const auto& job : jobs) {
-    if (!job.error.empty()) {
+  for (std::size_t i = 0; i < work.size(); ++i) {
+    const auto& [source, target] = work[i];
+    if (const std::string& error = done.items[i].error; !error.empty()) {
       ++report.failed;
-      std::fprintf(stderr, "kiln: %s %s: %s\n", job.source->module.c_str(), job.target.name().c_str(),
-                   job.error.c_str());
+      std::fprintf(stderr, "kiln: %s %s: %s\n", source->module.c_str(), target.name().c_str(), error.c_str());
       continue;
     }
-    if (!job.from_disk) {
+    if (!done.items[i].from_disk) {
       ++memory.compiles;
-      memory.compile_ms += job.compile_ms;
+      memory.compile_ms += compile_ms[i];
     }
     // Why look in the folder rather than trust the store: a store can fail (full disk, an entry
     // above KILN_CACHE_MAX_BYTES) or a later store can evict it, and each costs only a warning.
-    const CacheKey key = module_cache_key(*job.source, job.target, compiler.options(job.target));
-    const std::string path = status.dir + "/" + DiskCache::entry_name(key, job.source->module, job.target);
+    const CacheKey key = module_cache_key(*source, target, compiler.options(target));
+    const std::string path = status.dir + "/" + DiskCache::entry_name(key, source->module, target);
     if (::access(path.c_str(), F_OK) == 0)
       ++report.kept;
     else
-      missing.push_back(job.source->module + " " + job.target.name());
+      missing.push_back(source->module + " " + target.name());
   }
   if (!missing.empty()) {
     std::string names;
     for (const auto& name : missing) names += (names.empty() ? "" : ", ") + name;
-    report.problem = std::to_string(missing.size()) + " of " + std::to_string(jobs.size()) +
+    report.problem = std::to_string(missing.size()) + " of " + std::to_string(work.size()) +
                      " modules are not in the cache at '" + status.dir + "' (" +
                      std::to_string(counters.store_failures) + " stores failed, " +
                      std::to_string(counters.evictions) + " evicted): " + names;
