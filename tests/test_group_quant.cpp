@@ -3,26 +3,18 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <functional>
 #include <string>
 
+#include "error_of.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kiln.h"
 #include "kiln/ops/group_quant.hpp"
 
 using namespace kiln;
 using namespace kiln::ops;
+using kiln::test::error_of;
 
 namespace {
-
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error)";
-}
 
 // Aligned stand-ins for device pointers: check() only looks at their addresses.
 void* address(std::uintptr_t value) { return reinterpret_cast<void*>(value); }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cache/module_provider.hpp"
+#include "error_of.hpp"
 #include "jit/compiler.hpp"
 #include "jit/registry.hpp"
 #include "jit/variants.hpp"
@@ -17,6 +18,7 @@
 #include "kiln/ops/group_quant.hpp"
 
 using namespace kiln;
+using kiln::test::error_of;
 
 namespace {
 
@@ -24,15 +26,6 @@ const VariantFamily& quant_family() {
   const VariantFamily* family = find_variant_family("per_token_group_quant");
   REQUIRE(family != nullptr);
   return *family;
-}
-
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error)";
 }
 
 std::string temp_file(const std::string& text) {
