@@ -51,6 +51,26 @@ std::unique_ptr<CudaBackend> backend_over(const driver::DriverApi& api, std::vec
   return std::make_unique<CudaBackend>(api, 0, std::move(provider), default_target_choice, false);
 }
 
+/// A fake sm_90 driver, behind a real driver's CUBIN arch check, whose image exports the entries
+/// of every embedded module: one image for all the good CUBINs a layer holds.
+driver::DriverApi sm90_driver_exporting_every_module() {
+  std::vector<std::string> entries;
+  for (const auto& source : embedded_modules()) entries.insert(entries.end(), source.entries.begin(), source.entries.end());
+  FakeDriver::instance().reset();
+  ImageCheck::device_arch = 90;
+  ImageCheck::exported = fake_cubin("bundle", entries);
+  return ImageCheck::api();
+}
+
+void check_both_quantizer_modules_load(CudaBackend& backend) {
+  REQUIRE(backend.available());
+  REQUIRE(backend.target().has_value());
+  CHECK(backend.target()->name() == "sm_90a");
+  const auto quant = ops::Fp8ActQuant::resolve(backend);
+  CHECK(quant.shared().loaded());
+  CHECK(quant.twin_present());
+}
+
 }  // namespace
 
 TEST_CASE("NVRTC hidden: both quantizer modules resolve from a bundle up to the driver, NVRTC never loaded") {
@@ -61,19 +81,9 @@ TEST_CASE("NVRTC hidden: both quantizer modules resolve from a bundle up to the 
   CHECK_FALSE(bundle->recorded_nvrtc_build().empty());
 
   // The fake image the good CUBINs become must export both modules' entries: one image for all.
-  std::vector<std::string> entries;
-  for (const auto& source : embedded_modules()) entries.insert(entries.end(), source.entries.begin(), source.entries.end());
-  FakeDriver::instance().reset();
-  ImageCheck::device_arch = 90;
-  ImageCheck::exported = fake_cubin("bundle", entries);
-  const driver::DriverApi api = ImageCheck::api();
+  const driver::DriverApi api = sm90_driver_exporting_every_module();
   auto backend = backend_over(api, {bundle});
-  REQUIRE(backend->available());
-  REQUIRE(backend->target().has_value());
-  CHECK(backend->target()->name() == "sm_90a");
-  const auto quant = ops::Fp8ActQuant::resolve(*backend);
-  CHECK(quant.shared().loaded());
-  CHECK(quant.twin_present());
+  check_both_quantizer_modules_load(*backend);
   CHECK(FakeDriver::instance().loads() == 2);  // two real sm_90 CUBINs passed the arch check
   CHECK(bundle->report().hits == 2);
   CHECK_FALSE(nvrtc_load_attempted());
@@ -100,19 +110,9 @@ TEST_CASE("NVRTC hidden: a module in no layer is unavailable with a reason namin
 TEST_CASE("NVRTC present, KILN_JIT on: a bundle holding this device's binaries is used without loading NVRTC",
           "[.][jit_on]") {
   REQUIRE(nvrtc_location().has_value());
-  std::vector<std::string> entries;
-  for (const auto& source : embedded_modules()) entries.insert(entries.end(), source.entries.begin(), source.entries.end());
-  FakeDriver::instance().reset();
-  ImageCheck::device_arch = 90;
-  ImageCheck::exported = fake_cubin("bundle", entries);
-  const driver::DriverApi api = ImageCheck::api();
+  const driver::DriverApi api = sm90_driver_exporting_every_module();
   auto backend = backend_over(api, process_cache_path().layers);
-  REQUIRE(backend->available());
-  REQUIRE(backend->target().has_value());
-  CHECK(backend->target()->name() == "sm_90a");
-  const auto quant = ops::Fp8ActQuant::resolve(*backend);
-  CHECK(quant.shared().loaded());
-  CHECK(quant.twin_present());
+  check_both_quantizer_modules_load(*backend);
   CHECK_FALSE(nvrtc_load_attempted());
   CHECK_FALSE(nvrtc_mapped());
 }
