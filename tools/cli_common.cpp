@@ -48,19 +48,9 @@ nlohmann::json counters_json(const ServiceCounters& counters) {
 }
 
 nlohmann::json remote_counters_json(const RemoteCacheCounters& remote) {
-  return {{"hits", remote.remote_hits},
-          {"misses", remote.remote_misses},
-          {"compiles", remote.compiles},
-          {"publishes", remote.publishes},
-          {"publish_lost", remote.publish_lost},
-          {"lease_waits", remote.lease_waits},
-          {"lease_takeovers", remote.lease_takeovers},
-          {"wait_timeouts", remote.wait_timeouts},
-          {"signature_failures", remote.signature_failures},
-          {"corrupt", remote.corrupt},
-          {"timeouts", remote.timeouts},
-          {"errors", remote.errors},
-          {"skipped", remote.skipped}};
+  nlohmann::json out = nlohmann::json::object();
+  for_each_counter(remote, [&](const char* name, std::uint64_t value) { out[name] = value; });
+  return out;
 }
 
 std::vector<const KernelSource*> variant_manifest_sources(const std::string& path) {

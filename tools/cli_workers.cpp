@@ -13,11 +13,11 @@
 #include <thread>
 
 #include "base/log.hpp"
-#include "cli_common.hpp"
 #include "cache/cache_path.hpp"
 #include "cache/disk/disk_cache.hpp"
 #include "cache/module_provider.hpp"
 #include "cache/remote/remote_cache.hpp"
+#include "cli_common.hpp"
 #include "commands.hpp"
 #include "jit/compiler.hpp"
 #include "jit/nvrtc.hpp"
@@ -60,23 +60,18 @@ std::optional<Child> spawn_worker(const std::vector<std::string>& items) {
   return Child{pid, fds[0], {}};
 }
 
-#define KILN_WORKER_COUNTERS(X) \
-  X(disk_hits) X(disk_misses) X(compiles) X(corrupt_healed) X(rejected) X(lock_waits) X(lock_timeouts) \
-  X(lock_failures) X(evictions) X(store_failures)
-
 /// One report line of a worker: "<compiled|cached|failed> <module> <target> <compile ms>", or at
-/// the end "counters" and its disk cache's counters in KILN_WORKER_COUNTERS order.
+/// the end "counters" and its disk cache's counters in for_each_counter's order.
 void report_line(const std::string& line, Progress& progress, WorkerTotals& totals) {
   std::istringstream in(line);
   std::string what;
   in >> what;
   if (what == "counters") {
-#define KILN_READ(name)             \
-  std::uint64_t name = 0;           \
-  in >> name;                       \
-  totals.disk.name += name;
-    KILN_WORKER_COUNTERS(KILN_READ)
-#undef KILN_READ
+    for_each_counter(totals.disk, [&](const char*, std::uint64_t& total) {
+      std::uint64_t value = 0;
+      in >> value;
+      total += value;
+    });
     return;
   }
   std::string module, target;
@@ -146,9 +141,10 @@ bool compile_in_processes(const std::vector<WorkItem>& work, unsigned jobs, Prog
 }
 
 void add_disk_counters(DiskCacheCounters& into, const DiskCacheCounters& from) {
-#define KILN_ADD(name) into.name += from.name;
-  KILN_WORKER_COUNTERS(KILN_ADD)
-#undef KILN_ADD
+  std::vector<std::uint64_t> values;
+  for_each_counter(from, [&](const char*, std::uint64_t value) { values.push_back(value); });
+  std::size_t i = 0;
+  for_each_counter(into, [&](const char*, std::uint64_t& total) { total += values[i++]; });
 }
 
 ProvidedWork provide_all(const std::vector<WorkItem>& work, const ModuleProvider& provider, unsigned jobs,
@@ -208,9 +204,9 @@ void add_worker_command(CLI::App& app) {
     }
     const DiskCacheCounters counters = disk->counters();
     std::printf("counters");
-#define KILN_PRINT(name) std::printf(" %llu", static_cast<unsigned long long>(counters.name));
-    KILN_WORKER_COUNTERS(KILN_PRINT)
-#undef KILN_PRINT
+    for_each_counter(counters, [](const char*, std::uint64_t value) {
+      std::printf(" %llu", static_cast<unsigned long long>(value));
+    });
     std::printf("\n");
   });
 }

@@ -59,4 +59,74 @@ struct ServiceCounters {
   RemoteCacheCounters remote;
 };
 
+namespace detail {
+
+template <class Counters, class Visit>
+void visit_memory(Counters& c, Visit& visit) {
+  visit("memory_hits", c.memory_hits);
+  visit("lock_waits", c.lock_waits);
+  visit("disk_hits", c.disk_hits);
+  visit("compiles", c.compiles);
+  visit("compile_ms", c.compile_ms);
+  visit("load_refused", c.load_refused);
+  visit("failures", c.failures);
+}
+
+template <class Counters, class Visit>
+void visit_disk(Counters& c, Visit& visit) {
+  visit("disk_hits", c.disk_hits);
+  visit("disk_misses", c.disk_misses);
+  visit("compiles", c.compiles);
+  visit("corrupt_healed", c.corrupt_healed);
+  visit("rejected", c.rejected);
+  visit("lock_waits", c.lock_waits);
+  visit("lock_timeouts", c.lock_timeouts);
+  visit("lock_failures", c.lock_failures);
+  visit("evictions", c.evictions);
+  visit("store_failures", c.store_failures);
+}
+
+template <class Counters, class Visit>
+void visit_remote(Counters& c, Visit& visit) {
+  visit("hits", c.remote_hits);
+  visit("misses", c.remote_misses);
+  visit("compiles", c.compiles);
+  visit("publishes", c.publishes);
+  visit("publish_lost", c.publish_lost);
+  visit("lease_waits", c.lease_waits);
+  visit("lease_takeovers", c.lease_takeovers);
+  visit("wait_timeouts", c.wait_timeouts);
+  visit("signature_failures", c.signature_failures);
+  visit("corrupt", c.corrupt);
+  visit("timeouts", c.timeouts);
+  visit("errors", c.errors);
+  visit("skipped", c.skipped);
+}
+
+// Why: a counter added to a struct but not to its list above would be missing from every report.
+static_assert(sizeof(ModuleCacheCounters) == 6 * sizeof(std::uint64_t) + sizeof(double),
+              "list a new ModuleCacheCounters field in visit_memory");
+static_assert(sizeof(DiskCacheCounters) == 10 * sizeof(std::uint64_t), "list a new DiskCacheCounters field in visit_disk");
+static_assert(sizeof(RemoteCacheCounters) == 13 * sizeof(std::uint64_t),
+              "list a new RemoteCacheCounters field in visit_remote");
+
+}  // namespace detail
+
+/// Calls `visit(name, counter)` for every counter, in declaration order, with the names kiln's
+/// reports use (`kiln info --json`'s `remote` object, `kiln.cache_stats()`): one list for every
+/// surface that reports them, and for an embedder's metrics exporter. The non-const overloads
+/// pass references that `visit` may write.
+template <class Visit>
+void for_each_counter(const ModuleCacheCounters& c, Visit&& visit) { detail::visit_memory(c, visit); }
+template <class Visit>
+void for_each_counter(ModuleCacheCounters& c, Visit&& visit) { detail::visit_memory(c, visit); }
+template <class Visit>
+void for_each_counter(const DiskCacheCounters& c, Visit&& visit) { detail::visit_disk(c, visit); }
+template <class Visit>
+void for_each_counter(DiskCacheCounters& c, Visit&& visit) { detail::visit_disk(c, visit); }
+template <class Visit>
+void for_each_counter(const RemoteCacheCounters& c, Visit&& visit) { detail::visit_remote(c, visit); }
+template <class Visit>
+void for_each_counter(RemoteCacheCounters& c, Visit&& visit) { detail::visit_remote(c, visit); }
+
 }  // namespace kiln

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 
+#include "kiln/counters.hpp"
 #include "kiln/error.hpp"
 #include "kiln/ops/group_quant.hpp"
 #include "kiln/service.hpp"
@@ -101,30 +102,20 @@ kiln_python::QuantStatus quantize_entry(int device, const QuantVariant& variant,
 // Why static: the capsule hands out its address for the life of the process.
 const kiln_python::QuantEntry quant_entry{kiln_python::quant_entry_version, &quantize_entry};
 
+// The names and order of kiln::for_each_counter, as `kiln info --json` reports them.
+template <class Counters>
+py::dict counter_dict(const Counters& counters) {
+  py::dict out;
+  for_each_counter(counters, [&](const char* name, auto value) { out[name] = value; });
+  return out;
+}
+
 py::dict counters(int device) {
   const kiln::ServiceCounters c = service(device).counters();
-  py::dict memory;
-  memory["memory_hits"] = c.memory.memory_hits;
-  memory["lock_waits"] = c.memory.lock_waits;
-  memory["disk_hits"] = c.memory.disk_hits;
-  memory["compiles"] = c.memory.compiles;
-  memory["compile_ms"] = c.memory.compile_ms;
-  memory["load_refused"] = c.memory.load_refused;
-  memory["failures"] = c.memory.failures;
-  py::dict disk;
-  disk["disk_hits"] = c.disk.disk_hits;
-  disk["disk_misses"] = c.disk.disk_misses;
-  disk["compiles"] = c.disk.compiles;
-  disk["corrupt_healed"] = c.disk.corrupt_healed;
-  disk["rejected"] = c.disk.rejected;
-  disk["lock_waits"] = c.disk.lock_waits;
-  disk["lock_timeouts"] = c.disk.lock_timeouts;
-  disk["lock_failures"] = c.disk.lock_failures;
-  disk["evictions"] = c.disk.evictions;
-  disk["store_failures"] = c.disk.store_failures;
   py::dict all;
-  all["memory"] = memory;
-  all["disk"] = disk;
+  all["memory"] = counter_dict(c.memory);
+  all["disk"] = counter_dict(c.disk);
+  all["remote"] = counter_dict(c.remote);
   return all;
 }
 

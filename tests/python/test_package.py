@@ -74,6 +74,22 @@ def test_cache_stats_is_plain_data(tmp_path, monkeypatch):
     json.dumps(stats)
 
 
+def test_process_counters_have_every_tier_with_the_program_s_names():
+    # In a child: asking for device 0's counters makes its Service, which would then show up in
+    # this process's cache_stats() for the other tests.
+    code = ("import json, kiln; from kiln import _kiln; "
+            "print(json.dumps({'process': _kiln.counters(0), 'program': kiln.info()['counters']}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    process, program = found["process"], found["program"]
+    assert set(process) == {"memory", "disk", "remote"}
+    assert set(process["remote"]) == set(program["remote"])
+    assert {"memory_hits", "compile_ms", "load_refused", "failures"} <= set(process["memory"])
+    assert {"disk_misses", "lock_failures", "store_failures"} <= set(process["disk"])
+    assert all(value == 0 for tier in process.values() for value in tier.values())
+
+
 def test_a_package_without_the_eager_extension_imports_quietly(tmp_path):
     # A wheel built without torch has no kiln._kiln_torch: the import takes the Python path without
     # a warning (which `-W error` would turn into a failed `import kiln`).
