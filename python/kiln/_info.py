@@ -35,8 +35,8 @@ def devices() -> List[dict]:
 
 def cache_stats() -> dict:
     """`disk`: the disk cache folder (`kiln cache stats --json`: entries and bytes per target);
-    `process`: this process's counters per device the package has used (memory and disk hits,
-    compiles, ...), keyed by device ordinal."""
+    `process`: this process's counters per device the package has used, keyed by device ordinal:
+    `memory`, `disk` and `remote` (the Redis tier), each a dict of counts (hits, compiles, ...)."""
     return {"disk": run_json("cache", "stats"),
             "process": {device: _kiln.counters(device) for device in _kiln.used_devices()}}
 
