@@ -30,6 +30,13 @@ TEST_CASE("parse_size reads decimal bytes with binary suffixes and rejects the r
   }
 }
 
+TEST_CASE("split_path_list keeps the non-empty elements in order") {
+  CHECK(split_path_list("").empty());
+  CHECK(split_path_list(":::").empty());
+  CHECK(split_path_list("/a") == std::vector<std::string>{"/a"});
+  CHECK(split_path_list(":/a::b/c:") == std::vector<std::string>{"/a", "b/c"});
+}
+
 TEST_CASE("switch_lever gives the fallback when unset or bad") {
   ::unsetenv("KILN_TEST_LEVER");
   CHECK(switch_lever("KILN_TEST_LEVER", true));

@@ -1,5 +1,6 @@
 #include "base/env.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <limits>
@@ -22,6 +23,17 @@ static bool equals_lower(std::string_view text, std::string_view lower) {
   for (std::size_t i = 0; i < text.size(); ++i)
     if (std::tolower(static_cast<unsigned char>(text[i])) != lower[i]) return false;
   return true;
+}
+
+std::vector<std::string> split_path_list(std::string_view text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto end = std::min(text.find(':', start), text.size());
+    if (end > start) out.emplace_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
 }
 
 std::optional<bool> parse_switch(std::string_view text) {

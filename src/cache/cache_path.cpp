@@ -15,17 +15,6 @@ namespace kiln {
 
 namespace {
 
-std::vector<std::string> split(const std::string& spec) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= spec.size()) {
-    const auto end = std::min(spec.find(':', start), spec.size());
-    if (end > start) out.push_back(spec.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
 bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -49,7 +38,7 @@ CachePath make_cache_path(const std::string& spec, const DiskCacheConfig& fallba
   path.key_error = key_error;
   path.writable = fallback;
   if (spec.empty()) return path;
-  path.elements = split(spec);
+  path.elements = split_path_list(spec);
   const bool disk_off = !switch_lever("KILN_CACHE", true);
   for (std::size_t i = 0; i < path.elements.size(); ++i) {
     const std::string& element = path.elements[i];

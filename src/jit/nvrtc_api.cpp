@@ -27,19 +27,6 @@ const std::string nvrtc_soname = "libnvrtc.so." + std::to_string(CUDA_VERSION / 
 
 bool is_file(const std::string& path) { return ::access(path.c_str(), R_OK) == 0; }
 
-std::vector<std::string> split_path(const std::string& text) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const auto end = std::min(text.find(':', start), text.size());
-    // Why skip empty elements: for the loader they mean the working directory, which must not
-    // decide which compiler runs.
-    if (end > start) out.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
 /// Folders the nvidia-cuda-nvrtc wheel installs into, for the Python running this process.
 std::vector<std::string> python_wheel_folders() {
   // Why this symbol: it exists exactly when the process embeds (or is) a Python interpreter.
@@ -145,7 +132,7 @@ NvrtcSearch process_nvrtc_search() {
   search.override_library = env_value("KILN_NVRTC_LIBRARY");
   search.soname = nvrtc_soname;
   search.toolkit_library = std::string(KILN_NVRTC_TOOLKIT_LIB) + "/" + nvrtc_soname;
-  if (auto path = env_value("LD_LIBRARY_PATH")) search.library_path = split_path(*path);
+  if (auto path = env_value("LD_LIBRARY_PATH")) search.library_path = split_path_list(*path);
   if (!search.override_library) search.python_folders = python_wheel_folders();
   return search;
 }

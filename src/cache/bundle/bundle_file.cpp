@@ -91,16 +91,7 @@ std::optional<CompiledModule> BundleFile::find(const CacheKey& key, const std::s
     return std::nullopt;
   }
   hits_.fetch_add(1);
-  const EntryView& view = decoded.entry;
-  CompiledModule out;
-  out.module = module;
-  out.target = target;
-  out.options = view.options;
-  out.ptx = std::string(view.ptx);
-  out.cubin.assign(view.cubin, view.cubin + view.cubin_size);
-  out.log = std::string(view.log);
-  out.compile_ms = view.compile_ms;
-  return out;
+  return compiled_module_of(decoded.entry, target);
 }
 
 std::vector<std::string> BundleFile::verify_entries() const {
