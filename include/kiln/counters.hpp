@@ -3,6 +3,7 @@
 /// What kiln's caches did in this process: plain counters, monotonic, never reset.
 
 #include <cstdint>
+#include <type_traits>
 
 namespace kiln {
 
@@ -112,21 +113,22 @@ static_assert(sizeof(RemoteCacheCounters) == 13 * sizeof(std::uint64_t),
 
 }  // namespace detail
 
-/// Calls `visit(name, counter)` for every counter, in declaration order, with the names kiln's
-/// reports use (`kiln info --json`'s `remote` object, `kiln.cache_stats()`): one list for every
-/// surface that reports them, and for an embedder's metrics exporter. The non-const overloads
-/// pass references that `visit` may write.
-template <class Visit>
-void for_each_counter(const ModuleCacheCounters& c, Visit&& visit) { detail::visit_memory(c, visit); }
-template <class Visit>
-void for_each_counter(ModuleCacheCounters& c, Visit&& visit) { detail::visit_memory(c, visit); }
-template <class Visit>
-void for_each_counter(const DiskCacheCounters& c, Visit&& visit) { detail::visit_disk(c, visit); }
-template <class Visit>
-void for_each_counter(DiskCacheCounters& c, Visit&& visit) { detail::visit_disk(c, visit); }
-template <class Visit>
-void for_each_counter(const RemoteCacheCounters& c, Visit&& visit) { detail::visit_remote(c, visit); }
-template <class Visit>
-void for_each_counter(RemoteCacheCounters& c, Visit&& visit) { detail::visit_remote(c, visit); }
+/// Calls `visit(name, counter)` for every counter of `counters` (a ModuleCacheCounters,
+/// DiskCacheCounters or RemoteCacheCounters), in declaration order, with the names kiln's reports
+/// use (`kiln info --json`'s `remote` object, `kiln.cache_stats()`): one list for every surface that
+/// reports them, and for an embedder's metrics exporter. Through a non-const struct, `visit` gets
+/// references it may write.
+template <class Counters, class Visit>
+void for_each_counter(Counters& counters, Visit&& visit) {
+  using Plain = std::remove_const_t<Counters>;
+  if constexpr (std::is_same_v<Plain, ModuleCacheCounters>)
+    detail::visit_memory(counters, visit);
+  else if constexpr (std::is_same_v<Plain, DiskCacheCounters>)
+    detail::visit_disk(counters, visit);
+  else {
+    static_assert(std::is_same_v<Plain, RemoteCacheCounters>, "not a kiln counters struct");
+    detail::visit_remote(counters, visit);
+  }
+}
 
 }  // namespace kiln
