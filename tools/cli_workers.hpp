@@ -48,6 +48,7 @@ struct ProvidedItem {
   std::string error;  ///< why not provided; empty when it was
 };
 
+/// What provide_all did.
 struct ProvidedWork {
   std::vector<ProvidedItem> items;  ///< in the order of the work
   bool workers = false;             ///< child processes compiled; `items` then reads their results back
