@@ -10,6 +10,7 @@
 #include "bench_stats.hpp"
 #include "kiln/error.hpp"
 #include "kiln/ops/group_quant.hpp"
+#include "kiln/ops/quant_launch_options.hpp"
 
 namespace kiln::bench {
 
@@ -78,7 +79,10 @@ void run_variants(const BenchPlan& plan, GpuSession& gpu, double ceiling_gbps, R
   table.title = "variants: every variant of the quantizer family, median us per launch and fraction of the copy "
                 "ceiling (" + std::to_string(plan.variant_launches) +
                 " launches in batches of 10 behind a spin, inputs rotated over 2x L2); bytes = input read + codes + "
-                "scales written";
+                "scales written" +
+                // Why said in the title: with the lever each launch of a batch starts while the one
+                // before drains, which the copy rows cannot do.
+                std::string(ops::pdl_lever() ? "; variants launched with PDL (KILN_PDL=1), the copies without" : "");
   table.columns = {"variant", "K"};
   for (std::uint32_t m : variant_ms()) table.columns.push_back("M=" + std::to_string(m));
   table.numbers = false;
