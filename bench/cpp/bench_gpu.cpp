@@ -61,6 +61,7 @@ struct ArmPair {
   double shared_us = 0;
   double twin_us = std::numeric_limits<double>::quiet_NaN();  ///< NaN: the image has no twin
   double copy_us = 0;  ///< a device-to-device copy moving the same bytes (arms table only)
+  double twin_pdl_us = std::numeric_limits<double>::quiet_NaN();  ///< the twin launched with PDL (arms table only)
   std::size_t copies = 0;
   bool pick_twin = false;
   bool has_twin() const { return !std::isnan(twin_us); }
@@ -112,6 +113,8 @@ nlohmann::json bandwidth_json(const ArmPair& pair, const Ceiling& ceiling) {
     row["twin_gbps"] = gbps(pair.m, pair.k, pair.twin_us);
     row["twin_of_ceiling"] = gbps(pair.m, pair.k, pair.twin_us) / ceiling.gbps;
     row["twin_of_copy"] = pair.copy_us / pair.twin_us;
+    row["twin_pdl_us"] = pair.twin_pdl_us;
+    row["twin_pdl_of_ceiling"] = gbps(pair.m, pair.k, pair.twin_pdl_us) / ceiling.gbps;
   }
   return row;
 }
@@ -126,10 +129,11 @@ void arms_table(const BenchPlan& plan, GpuSession& gpu, const Ceiling& ceiling, 
       " launches in batches of 10 between event pairs, queued back to back behind a spin; inputs rotated over "
       "2x L2); "
       "bytes = 3MK + 4MK/128; copy: a device-to-device copy moving the same bytes, timed the same way, and the "
-      "twin's speed as a fraction of it";
+      "twin's speed as a fraction of it; twin PDL: the twin launched with programmatic dependent launch, so each "
+      "launch of a batch overlaps the drain of the one before (SGLang's 'with PDL' figures in issue 16)";
   table.columns = {"M",          "K",       "MB",        "shared us", "shared GB/s", "shared %ceil",
                    "twin us",    "twin GB/s", "twin %ceil", "copy us", "copy %ceil", "twin/copy",
-                   "pick",       "faster",    "agree"};
+                   "twin PDL us", "twin PDL %ceil", "pick", "faster",    "agree"};
   // Why an empty kernel here too: the small shapes' times are mostly launch and ramp, which move
   // between runs and machines; this is the floor under them in the same run, timed the same way.
   const double empty = empty_us(gpu, plan.arm_launches);
@@ -139,6 +143,13 @@ void arms_table(const BenchPlan& plan, GpuSession& gpu, const Ceiling& ceiling, 
       ArmPair pair = measure_pair(gpu, m, k, plan.arm_launches);
       // Why here and not in measure_pair: the floor table does not show the copy.
       pair.copy_us = copy_us(gpu, quant_bytes(m, k), plan.arm_launches);
+      if (pair.has_twin()) {
+        ShapeBuffers buffers(gpu, m, k);
+        const LaunchOptions pdl{true};
+        pair.twin_pdl_us = time_launches_us(
+            gpu, [&] { launch_quant(gpu, gpu.quant().hopper(), true, m, k, buffers.next(), gpu.stream(), pdl); },
+            plan.arm_launches, "the twin with PDL at M=" + std::to_string(m) + " K=" + std::to_string(k));
+      }
       pairs.push_back(pair);
       const double shared_gbps = gbps(m, k, pair.shared_us);
       const double twin_gbps = pair.has_twin() ? gbps(m, k, pair.twin_us) : std::nan("");
@@ -147,7 +158,8 @@ void arms_table(const BenchPlan& plan, GpuSession& gpu, const Ceiling& ceiling, 
            fixed(shared_gbps, 0), percent(shared_gbps / ceiling.gbps), fixed(pair.twin_us, 2), fixed(twin_gbps, 0),
            pair.has_twin() ? percent(twin_gbps / ceiling.gbps) : "-", fixed(pair.copy_us, 2),
            percent(gbps(m, k, pair.copy_us) / ceiling.gbps), pair.has_twin() ? percent(pair.copy_us / pair.twin_us) : "-",
-           arm_name(pair.pick_twin),
+           pair.has_twin() ? fixed(pair.twin_pdl_us, 2) : "-",
+           pair.has_twin() ? percent(gbps(m, k, pair.twin_pdl_us) / ceiling.gbps) : "-", arm_name(pair.pick_twin),
            pair.has_twin() ? (pair.tie() ? "tie" : arm_name(pair.faster_twin())) : "-", yes_no(pair.agree())},
           bandwidth_json(pair, ceiling));
     }
