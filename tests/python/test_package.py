@@ -79,7 +79,10 @@ def test_process_counters_have_every_tier_with_the_program_s_names():
     # this process's cache_stats() for the other tests.
     code = ("import json, kiln; from kiln import _kiln; "
             "print(json.dumps({'process': _kiln.counters(0), 'program': kiln.info()['counters']}))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    # Why no remote tier: its counters must then all read 0. The memory and disk ones need not:
+    # on a GPU the Service's first use prefetches (compiles or loads) the device's modules.
+    env = {name: value for name, value in os.environ.items() if not name.startswith("KILN_REMOTE_CACHE")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     process, program = found["process"], found["program"]
@@ -87,7 +90,8 @@ def test_process_counters_have_every_tier_with_the_program_s_names():
     assert set(process["remote"]) == set(program["remote"])
     assert {"memory_hits", "compile_ms", "load_refused", "failures"} <= set(process["memory"])
     assert {"disk_misses", "lock_failures", "store_failures"} <= set(process["disk"])
-    assert all(value == 0 for tier in process.values() for value in tier.values())
+    assert all(type(value) in (int, float) and value >= 0 for tier in process.values() for value in tier.values())
+    assert all(value == 0 for value in process["remote"].values())
 
 
 def test_a_package_without_the_eager_extension_imports_quietly(tmp_path):
