@@ -31,7 +31,7 @@ python_steps() {
   step_exit $? || return
   # Why C++20: recent PyTorch headers need it. Why no libkiln: it calls _kiln's capsule (quant_entry.hpp).
   c++ -O2 -std=c++20 -shared -fPIC -D_GLIBCXX_USE_CXX11_ABI="$torch_abi" -isystem "$torch_inc" -isystem "$cuda_inc" \
-    "-I$($PY -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" -Iinclude python/ext/torch_quant.cpp \
+    "-I$($PY -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" -Iinclude python/ext/torch_quant.cpp python/ext/torch_quant_core.cpp python/ext/torch_op_kernels.cpp \
     -L"$torch_lib" -lc10 -lc10_cuda -ltorch -ltorch_cpu -ltorch_python -Wl,-rpath,"$torch_lib" \
     -Wl,-rpath,"$PWD/.carry/lib" -o "$pkg/kiln/_kiln_torch$suffix"
   step_exit $? || return

@@ -126,8 +126,8 @@ _LAYOUT_FLAGS = {"row_major": (False, False, False), "column_major": (True, Fals
 
 
 def _fast_body(x, out_q, group_size: int, eps: float, output: str, layout: str, ue8m0: bool, silu: bool):
-    """The ops' real implementation in one C++ call (compiled graphs call it on every run): (q,
-    scales), or None where fast_quantize declines or is not built."""
+    """The ops' Python kernel in one C++ call: (q, scales), or None where fast_quantize declines or
+    is not built. On CUDA the ops' C++ kernels run first and call the body only to decline."""
     flags = _LAYOUT_FLAGS.get(layout)
     if fast_quantize is None or flags is None or output not in _Q_DTYPES:
         return None
@@ -215,6 +215,11 @@ def _register_ops() -> None:
         # through them is refused instead of silently giving x none.
         _LIBRARY.impl(name, torch.library.fallthrough_kernel, "Autograd")
         torch.library.register_fake(f"kiln::{name}", fake, lib=_LIBRARY)
+    # Why C++ kernels at the CUDA key: a Python kernel costs a boxed Python call on every dispatch,
+    # which compiled graphs pay per call (python/ext/torch_op_kernels.cpp); they run these bodies
+    # where they decline, so errors stay the ones above.
+    if _kiln_torch is not None:
+        _kiln_torch.register_op_kernels(per_token_group_quant, per_token_group_quant_out)
 
 
 _register_ops()

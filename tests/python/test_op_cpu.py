@@ -44,6 +44,36 @@ def test_the_fast_path_is_built():
                                     "environment with torch builds it")
 
 
+@pytest.mark.parametrize("name", ["per_token_group_quant", "per_token_group_quant_out"])
+def test_the_ops_have_cpp_cuda_kernels(name):
+    # The ops' CUDA kernels are C++ (python/ext/torch_op_kernels.cpp), every other backend the
+    # Python body; the GPU tests run them, here the dispatcher shows where each came from.
+    assert BUILT_FAST is not None, "kiln._kiln_torch is missing"
+    table = torch._C._dispatch_dump(f"kiln::{name}")
+    cuda = [line for line in table.splitlines() if line.startswith("CUDA")]
+    assert len(cuda) == 1 and "torch_op_kernels.cpp" in cuda[0], table
+    assert "CompositeExplicitAutograd" in table
+
+
+def test_the_cpp_cuda_kernel_runs_the_python_body_where_it_declines():
+    # Straight to the CUDA kernel with a meta x, which it declines (the dispatcher would send it to
+    # the fake implementation): the Python body's error comes through as itself, and its result
+    # (meta tensors, through the eager C++ call) as the op's.
+    op = torch.ops.kiln.per_token_group_quant.default
+    cuda = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
+    x = meta(4, 256)
+    with pytest.raises(ValueError, match=r"^layout: expected one of .*, got 'foo'$"):
+        op.redispatch(cuda, x, 128, 1e-10, "e4m3", "foo", False, False)
+    with pytest.raises(ValueError, match=r"^x: the last dimension \(K = 256\) must be a multiple of group_size = 100"):
+        op.redispatch(cuda, x, 100, 1e-10, "e4m3", "row_major", False, False)
+    q, scales = op.redispatch(cuda, x, 128, 1e-10, "e4m3", "column_major_tma", False, False)
+    assert (q.shape, q.dtype, q.device.type) == ((4, 256), torch.float8_e4m3fn, "meta")
+    assert (scales.shape, scales.stride()) == ((4, 2), (1, 4))
+    out_scales = torch.ops.kiln.per_token_group_quant_out.default.redispatch(
+        cuda, x, meta(4, 256, dtype=torch.float8_e4m3fn), 128, 1e-10, "e4m3", "row_major", False, False)
+    assert out_scales.shape == (4, 2)
+
+
 def meta(*shape, dtype=torch.bfloat16):
     return torch.empty(*shape, dtype=dtype, device="meta")
 

@@ -305,6 +305,63 @@ def test_fast_path_matches_the_python_path(case, view, fast_calls, monkeypatch):
         assert torch.equal(a.view(bits), b.view(bits))
 
 
+@pytest.fixture
+def python_bodies(monkeypatch):
+    """How many times the ops' Python bodies ran: the C++ CUDA kernels run them only to decline."""
+    from kiln import _torch_ops
+    real, calls = _torch_ops.fast_quantize, []
+
+    def spy(*args):
+        calls.append(args[0].shape)
+        return real(*args)
+
+    monkeypatch.setattr(_torch_ops, "fast_quantize", spy)
+    return calls
+
+
+def test_the_ops_run_their_cpp_kernels_on_cuda(python_bodies):
+    x = sample(96, 1024, seed=11)
+    q, scales = torch.ops.kiln.per_token_group_quant(x, 128, 1e-10, "e4m3", "row_major", False, False)
+    out = torch.full((96, 1024), 0x7F, dtype=torch.uint8, device="cuda").view(torch.float8_e4m3fn)
+    version = out._version
+    out_scales = torch.ops.kiln.per_token_group_quant_out(x, out, 128, 1e-10, "e4m3", "row_major", False, False)
+    torch.cuda.synchronize()
+    assert python_bodies == []
+    assert out._version > version
+    assert_exact(q, scales, x)
+    assert_exact(out, out_scales, x)
+    eager_q, eager_scales = kiln.per_token_group_quant_fp8(x, column_major_scales=True, tma_aligned_scales=True)
+    col_q, col_scales = torch.ops.kiln.per_token_group_quant(x, 128, 1e-10, "e4m3", "column_major_tma", False, False)
+    assert (col_scales.shape, col_scales.stride()) == (eager_scales.shape, eager_scales.stride())
+    assert col_scales.untyped_storage().nbytes() == eager_scales.untyped_storage().nbytes()
+    assert torch.equal(col_q.view(torch.uint8), eager_q.view(torch.uint8))
+    assert torch.equal(col_scales.view(torch.int32), eager_scales.view(torch.int32))
+
+
+def test_the_cpp_kernels_decline_to_the_python_errors(python_bodies):
+    x = sample(8, 512, seed=12)
+    op, op_out = torch.ops.kiln.per_token_group_quant, torch.ops.kiln.per_token_group_quant_out
+    misaligned = torch.empty(8 * 512 + 4, dtype=torch.bfloat16, device="cuda")[4:].view(8, 512)
+    with pytest.raises(ValueError, match=r"^x: expected data 16-byte aligned"):
+        op(misaligned, 128, 1e-10, "e4m3", "row_major", False, False)
+    with pytest.raises(ValueError, match=r"^layout: expected one of .*, got 'foo'$"):
+        op(x, 128, 1e-10, "e4m3", "foo", False, False)
+    with pytest.raises(ValueError, match=r"^x: the last dimension \(K = 512\) must be a multiple of group_size = 100"):
+        op(x, 100, 1e-10, "e4m3", "row_major", False, False)
+    with pytest.raises(TypeError, match=r"^out_q: expected dtype torch.float8_e4m3fn, got torch.int8"):
+        op_out(x, torch.empty(8, 512, dtype=torch.int8, device="cuda"), 128, 1e-10, "e4m3", "row_major", False, False)
+    with pytest.raises(ValueError, match=r"^out_q: expected a contiguous tensor"):
+        op_out(x, torch.empty(512, 8, dtype=torch.float8_e4m3fn, device="cuda").t(), 128, 1e-10, "e4m3", "row_major",
+               False, False)
+    # The Python body ran for each: all but the bad layout tried its fast path before raising.
+    assert len(python_bodies) == 4
+    # A row-sliced x (a stride the kernel takes) stays in C++.
+    wide = sample(8, 1024, seed=13)
+    q, scales = op(wide[:, :512], 128, 1e-10, "e4m3", "row_major", False, False)
+    assert len(python_bodies) == 4
+    assert_exact(q, scales, wide[:, :512].contiguous())
+
+
 def test_opcheck():
     # Why without test_schema: it runs the op's outputs through aten ops that have no float8 kernels
     # ("mul_cuda" not implemented for Float8_e4m3fn), whatever the op does.
