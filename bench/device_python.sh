@@ -6,6 +6,8 @@
 # Python's torch (as meson does with -Dtorch), lays out the kiln package in a temporary folder,
 # runs pytest over tests/python (GPU tests included) and the eager host-overhead measurement.
 # Writes $OUT/python-tests.log, $OUT/python-pytest.xml, $OUT/python-overhead.{json,md}.
+# KILN_PYTEST_SELECT, if set, is a pytest -k expression: only the tests it selects run (a short
+# device session verifying one change; the whole folder takes about 3 minutes).
 # Prints each passing step's summary lines and each failing step's whole log; exits 1 if any failed.
 set -uo pipefail
 export LD_LIBRARY_PATH=$PWD/.carry/lib:/usr/local/cuda/lib64
@@ -42,7 +44,7 @@ python_steps() {
   step_exit $?
   step pytest
   (cd / && PYTHONPATH="$pkg" KILN_CACHE_DIR="$(mktemp -d)" "$PY" -m pytest -v -p no:cacheprovider -s \
-    "$OLDPWD/tests/python" --junitxml="$OUT/python-pytest.xml")
+    "$OLDPWD/tests/python" --junitxml="$OUT/python-pytest.xml" ${KILN_PYTEST_SELECT:+-k "$KILN_PYTEST_SELECT"})
   step_exit $?
   step overhead
   PYTHONPATH="$pkg" "$PY" bench/python_overhead.py --out "$OUT/python-overhead"
