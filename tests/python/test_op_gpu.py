@@ -307,7 +307,8 @@ def test_fast_path_matches_the_python_path(case, view, fast_calls, monkeypatch):
 
 @pytest.fixture
 def python_bodies(monkeypatch):
-    """How many times the ops' Python bodies ran: the C++ CUDA kernels run them only to decline."""
+    """x's shape for each call of the eager C++ path from an op's Python body (which the C++ CUDA
+    kernels run only to decline; a body that refuses its strings first makes no call)."""
     from kiln import _torch_ops
     real, calls = _torch_ops.fast_quantize, []
 
