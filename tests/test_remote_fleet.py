@@ -40,13 +40,6 @@ def burst(kiln, url, tmp, name, during=None):
         env = node_env(tmp / f'{name}-node{i}', KILN_REMOTE_CACHE=url, KILN_REMOTE_CACHE_LEASE_MS=120000,
                        KILN_REMOTE_CACHE_WAIT_MS=120000, KILN_REMOTE_CACHE_CONNECT_TIMEOUT_MS=3000,
                        KILN_REMOTE_CACHE_TIMEOUT_MS=3000)
-        # Why no leak check in these 16 (under ASan only): LeakSanitizer's own tracer crashed once
-        # ("Tracer caught signal 11 ... LeakSanitizer has encountered a fatal error") in one of 16
-        # processes on 2 cores, failing a node that had done its work and leaked nothing. The same
-        # warm path keeps its leak check in the single-process warms of test_burst_with_restart
-        # and in every other test.
-        if 'ASAN_OPTIONS' in env:
-            env['ASAN_OPTIONS'] += ':detect_leaks=0'
         envs.append(env)
         procs.append(subprocess.Popen(
             ['sh', '-c', 'while [ ! -e "$1" ]; do sleep 0.005; done; exec "$2" warm --arch "$3" --jobs 2 --json',
