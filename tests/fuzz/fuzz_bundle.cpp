@@ -5,7 +5,8 @@
 //   1: with its size field, checksum and (when its flag says signed) signature made right, so the
 //      decoder reaches the index;
 //   2: read as entries to pack (each a length byte and that many bytes): encode_bundle, then
-//      decode_bundle must give every record back, and refuse the file with any one byte changed.
+//      decode_bundle must give every record back, and refuse the file with any one byte changed;
+//      with bit 1 of the next byte set, the same entries with one key given twice must be refused.
 // Invariants: no read outside the input (ASan); an accepted index's records are sorted by key and
 // lie back to back inside the file up to its end; an accepted bundle re-encodes to the same bytes
 // from the header on; every accepted record's entry goes through decode_entry without harm.
@@ -89,14 +90,30 @@ void round_trip(const std::uint8_t* data, std::size_t size) {
     const std::size_t length = std::min<std::size_t>(data[at], size - at - 1);
     PackedEntry entry;
     entry.bytes.assign(data + at + 1, data + at + 1 + length);
-    const XXH128_hash_t hash = XXH3_128bits_withSeed(entry.bytes.data(), entry.bytes.size(), entries.size());
+    const XXH128_hash_t hash = XXH3_128bits(entry.bytes.data(), entry.bytes.size());
     std::memcpy(entry.key.bytes.data(), &hash, sizeof hash);
+    // Why the entry's number in the last byte: encode_bundle refuses a key given twice, and a hash
+    // does not promise distinct keys (with per-entry seeds XXH3 gave two 16-byte entries one key,
+    // corpus/bundle/keys_xxh3_seed_collision).
+    entry.key.bytes.back() = static_cast<std::uint8_t>(entries.size());
     entry.module = "m" + std::to_string(entries.size());
     entry.target = "sm_90a";
     entries.push_back(std::move(entry));
     at += 1 + length;
   }
   const bool signed_bundle = size > 0 && (data[0] & 1);
+  if (entries.size() >= 2 && (data[0] & 2)) {
+    // A key given twice is refused, never packed: a loader could serve either entry.
+    std::vector<PackedEntry> twice = entries;
+    twice.back().key = twice.front().key;
+    bool refused = false;
+    try {
+      encode_bundle(std::move(twice), "build-id fuzz", nullptr);
+    } catch (const Error&) {
+      refused = true;
+    }
+    require(refused);
+  }
   const std::vector<PackedEntry> packed = entries;
   std::vector<std::uint8_t> bytes = encode_bundle(entries, "build-id fuzz", signed_bundle ? &signing_key : nullptr);
   const BundleDecode decoded = decode_bundle(bytes.data(), bytes.size(), signed_bundle ? &signing_key : nullptr);
