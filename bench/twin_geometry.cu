@@ -18,6 +18,7 @@
 #include <random>
 
 #include "geometry_harness.cuh"
+#include "shape_sweep.cuh"
 // The twin itself, for its constants and to time it as shipped; needs -I kernels_src/common for the
 // kernel's own include of fp8_e4m3.cuh.
 #include "../kernels_src/hopper/fp8_act_quant_hopper.cu"
@@ -340,82 +341,6 @@ static const Variant variants[] = {
     V(8, 128, 1, 1, 0),  V(8, 128, 1, 1, 1),  V(8, 256, 1, 1, 0),  V(8, 256, 1, 1, 1), V(4, 64, 1, 1, 0),
     V(4, 64, 1, 1, 1),   V(4, 128, 1, 1, 0),  V(4, 128, 1, 1, 1),  V(8, 128, 2, 1, 1),
 };
-
-// Normal bf16 (truncated from fp32) whose 128-element groups span 2^-20..2^19, so group scales vary.
-static std::vector<unsigned short> random_bf16(size_t elems, std::mt19937& rng) {
-  std::vector<unsigned short> host(elems);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  for (size_t i = 0; i < elems; ++i) {
-    float f = nd(rng) * std::ldexp(1.0f, int(i / 128 % 40) - 20);
-    unsigned u;
-    std::memcpy(&u, &f, 4);
-    host[i] = static_cast<unsigned short>(u >> 16);
-  }
-  return host;
-}
-
-struct Timed {
-  double us;
-  bool same;
-};
-
-// Per shape: fresh buffer sets spanning 200 MB of random bf16, then `body(m, k, groups, timed,
-// report)`. `timed(launch, reference)` checks the launch's bytes (the first, reference launch's
-// are kept) and times it; `report(name, timed)` prints one row.
-template <class Body>
-static void for_each_shape(const unsigned (*shapes)[2], size_t shape_count, double ceiling, Body body) {
-  std::printf("\n%-26s %-30s %9s %9s %7s %s\n", "M x K", "kernel", "us", "GB/s", "%ceil", "bytes");
-  for (size_t si = 0; si < shape_count; ++si) {
-    const unsigned m = shapes[si][0], k = shapes[si][1];
-    const size_t elems = size_t(m) * k, groups = elems / 128;
-    const size_t set_bytes = elems * 3 + groups * 4;
-    const int sets = std::max<int>(2, int((200u << 20) / set_bytes) + 1);
-    std::vector<unsigned short*> xin(sets);
-    std::vector<unsigned char*> qout(sets);
-    std::vector<float*> sout(sets);
-    std::mt19937 rng(m ^ k);
-    const std::vector<unsigned short> host = random_bf16(elems, rng);
-    for (int i = 0; i < sets; ++i) {
-      CHECK(cudaMalloc(&xin[i], elems * 2));
-      CHECK(cudaMalloc(&qout[i], elems));
-      CHECK(cudaMalloc(&sout[i], groups * 4));
-      CHECK(cudaMemcpy(xin[i], host.data(), elems * 2, cudaMemcpyHostToDevice));
-    }
-    std::vector<unsigned char> ref_q(elems), got_q(elems);
-    std::vector<float> ref_s(groups), got_s(groups);
-    const auto timed = [&](auto&& launch_on_set, bool reference) {
-      const auto launch = [&](int b) { launch_on_set(xin[b], qout[b], sout[b]); };
-      CHECK(cudaMemset(qout[0], 0xCD, elems));
-      CHECK(cudaMemset(sout[0], 0xFF, groups * 4));
-      launch(0);
-      CHECK(cudaGetLastError());
-      CHECK(cudaDeviceSynchronize());
-      bool same = true;
-      if (reference) {
-        CHECK(cudaMemcpy(ref_q.data(), qout[0], elems, cudaMemcpyDeviceToHost));
-        CHECK(cudaMemcpy(ref_s.data(), sout[0], groups * 4, cudaMemcpyDeviceToHost));
-      } else {
-        CHECK(cudaMemcpy(got_q.data(), qout[0], elems, cudaMemcpyDeviceToHost));
-        CHECK(cudaMemcpy(got_s.data(), sout[0], groups * 4, cudaMemcpyDeviceToHost));
-        same = got_q == ref_q && std::memcmp(got_s.data(), ref_s.data(), groups * 4) == 0;
-      }
-      return Timed{median_us_per_launch(launch, sets), same};
-    };
-    const auto report = [&](const char* name, Timed r) {
-      const double gbs = double(set_bytes) / (r.us * 1e-6) / 1e9;
-      char shape_text[32];
-      std::snprintf(shape_text, sizeof shape_text, "%u x %u", m, k);
-      std::printf("%-26s %-30s %9.2f %9.0f %6.1f%% %s\n", shape_text, name, r.us, gbs, 100 * gbs / ceiling,
-                  r.same ? "same" : "DIFFER");
-    };
-    body(m, k, groups, timed, report);
-    for (int i = 0; i < sets; ++i) {
-      CHECK(cudaFree(xin[i]));
-      CHECK(cudaFree(qout[i]));
-      CHECK(cudaFree(sout[i]));
-    }
-  }
-}
 
 static unsigned twin_blocks(size_t groups) { return unsigned((groups + HQ_GROUPS_PER_CTA - 1) / HQ_GROUPS_PER_CTA); }
 
