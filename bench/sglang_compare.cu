@@ -36,12 +36,37 @@ double empty_us(bool pdl) {
   return median_us_per_launch([&](int) { CHECK(cudaLaunchKernelEx(&config, empty_kernel)); }, 1);
 }
 
-void twin(const unsigned short* x, unsigned char* q, float* s, unsigned m, unsigned k, bool pdl) {
+// The twin with one load form at every size (LOAD 1: ld.global.nc, its form from 36864 groups; 2:
+// plain ld.global, SGLang's), to see whether the loads explain PDL's larger gain for SGLang's
+// kernel at small and mid sizes (a trigger after the stores, where SGLang's kernel has it, was
+// slower at every size: 13.5 against 12.6 us at 2048 x 7168, 186 against 165 at 32768 x 7168).
+template <int LOAD>
+__device__ __forceinline__ uint4 load_form(const unsigned short* p) {
+  if constexpr (LOAD == 1) return load_stream(p);
+  uint4 v;
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+template <int LOAD>
+__global__ __launch_bounds__(HQ_THREADS, KILN_HQ_MIN_CTAS) void twin_loads(const unsigned short* __restrict__ x,
+                                                                           unsigned char* __restrict__ q,
+                                                                           float* __restrict__ scales, unsigned k,
+                                                                           unsigned m) {
+  kiln::pdl::enter_stream_order();
+  quantize_groups(x, q, scales, static_cast<unsigned long long>(m) * (k / kiln::fp8::GROUP),
+                  [](const unsigned short* p) { return load_form<LOAD>(p); });
+}
+
+using TwinKernel = void (*)(const unsigned short*, unsigned char*, float*, unsigned, unsigned);
+
+void twin(const unsigned short* x, unsigned char* q, float* s, unsigned m, unsigned k, bool pdl,
+          TwinKernel kernel = per_token_group_quant_fp8_hopper) {
   const unsigned long long groups = static_cast<unsigned long long>(m) * (k / 128);
   cudaLaunchAttribute attribute;
   const cudaLaunchConfig_t config =
       launch_config(unsigned((groups + HQ_GROUPS_PER_CTA - 1) / HQ_GROUPS_PER_CTA), HQ_THREADS, pdl, attribute);
-  CHECK(cudaLaunchKernelEx(&config, per_token_group_quant_fp8_hopper, x, q, s, k, m));
+  CHECK(cudaLaunchKernelEx(&config, kernel, x, q, s, k, m));
 }
 
 }  // namespace
@@ -65,6 +90,12 @@ int main() {
       for (bool pdl : {false, true}) {
         report(pdl ? "kiln twin, PDL" : "kiln twin",
                timed([&](auto x, auto q, auto s) { twin(x, q, s, m, k, pdl); }, round == 0 && !pdl));
+        if (pdl) {
+          report("kiln twin, PDL, ld.global.nc",
+                 timed([&](auto x, auto q, auto s) { twin(x, q, s, m, k, true, twin_loads<1>); }, false));
+          report("kiln twin, PDL, ld.global",
+                 timed([&](auto x, auto q, auto s) { twin(x, q, s, m, k, true, twin_loads<2>); }, false));
+        }
         report(pdl ? "SGLang 0.5.23 JIT, PDL" : "SGLang 0.5.23 JIT", timed([&](auto x, auto q, auto s) {
                  CHECK(sglang_quant_bf16_e4m3_g128(x, q, s, m, k, pdl, nullptr));
                }, false));

@@ -19,7 +19,11 @@
 #include "grid_dependency.cuh"
 
 namespace {
-constexpr unsigned HQ_THREADS = 128;
+// bench/sglang_compare.sh overrides it to time SGLang's 256-thread CTAs with the twin's loop.
+#ifndef KILN_HQ_THREADS
+#define KILN_HQ_THREADS 128
+#endif
+constexpr unsigned HQ_THREADS = KILN_HQ_THREADS;
 // Why 16 CTAs per SM (32 registers, no spill): the grid-stride loop, needed only for grids past
 // 2^31 - 1 CTAs, took the kernel from the measured one-pass build's 32 registers to 48, which
 // leaves room for 10 CTAs of 128 threads per SM instead of 16. bench/family_geometry.sh overrides it.
