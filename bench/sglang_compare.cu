@@ -36,131 +36,81 @@ double empty_us(bool pdl) {
   return median_us_per_launch([&](int) { CHECK(cudaLaunchKernelEx(&config, empty_kernel)); }, 1);
 }
 
-// Candidates for the twin, each against the shipped one in the same process (issue 16: SGLang's
-// kernel gains more from PDL at mid sizes). THREADS: CTA size. NAN_FREE: the group max taken with
-// max.NaN, and a group without NaN skips the per-element NaN clamp (the family kernel's path from
-// sm_90); a group with NaN takes the shipped path. EXACT false: x * (1 / scale) in place of the
-// division, not byte-exact, to price exactness. PDL: 0 the shipped order (wait, trigger, then
-// the index math), 1 the index math before the wait (SGLang's order, trigger after the wait), 2
-// the trigger before the wait.
-// max(a, b) of two bf16 pairs, NaN where either is (sm_80 and later): bf16 maxima are exact.
-__device__ __forceinline__ unsigned max_keeping_nan_bf16x2(unsigned a, unsigned b) {
-  unsigned m;
-  asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(m) : "r"(a), "r"(b));
-  return m;
+// A leaner twin for issue 16: the same loads, codes and stores, with a shorter dependent chain
+// between the loads and the stores, as SGLang's kernel has (no branch there).
+// - The loop runs while the warp's first slot has a group, so all 32 lanes take every iteration
+//   and the shuffles take the full mask (no MATCH/REDUX/BRA.DIV convergence code); a slot past
+//   the last group re-reads the last group and stores nothing.
+// - The scale: __fdiv_rn(absmax, 448) without its range check (FCHK and a call): for every finite
+//   bf16 absmax at or above eps the fma sequence gives the same float (checked on the CPU).
+// - Its reciprocal: __frcp_rn's own fast path without its range check: scales lie in
+//   [eps / 448, bf16 max / 448], inside that path's range.
+// PDL 0: wait and trigger first (shipped); 1: the index math first.
+__device__ __forceinline__ float lean_scale(float absmax) {
+  constexpr float inverse = 1.0f / kiln::fp8::E4M3_MAX;
+  const float a = fmaxf(absmax, kiln::fp8::ABSMAX_EPS);
+  const float first = __fmul_rn(a, inverse);
+  const float quotient = __fmaf_rn(__fmaf_rn(-first, kiln::fp8::E4M3_MAX, a), inverse, first);
+  return a == __int_as_float(0x7f800000) ? a : quotient;
 }
 
-// The shipped path for a slice: the max dropping NaN, every code clamped.
-__device__ __forceinline__ float clamped_codes(const unsigned (&words)[HQ_RUN / 2], unsigned mask, unsigned (&p)[HQ_RUN / 2]) {
-  float f[HQ_RUN];
-#pragma unroll
-  for (unsigned j = 0; j < HQ_RUN / 2; ++j) {
-    f[2 * j] = kiln::fp8::bf16_low(words[j]);
-    f[2 * j + 1] = kiln::fp8::bf16_high(words[j]);
-  }
-  float absmax = kiln::fp8::max_magnitude<HQ_RUN>(f);
-#pragma unroll
-  for (unsigned offset = HQ_LANES / 2; offset > 0; offset >>= 1) absmax = fmaxf(absmax, __shfl_xor_sync(mask, absmax, offset));
-  const kiln::fp8::GroupDivisor d = kiln::fp8::group_divisor(absmax);
-  kiln::fp8::e4m3x2_group<HQ_RUN / 2>(f, d, p);
-  return d.scale;
+__device__ __forceinline__ float lean_reciprocal(float scale) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(scale));
+  return __fmaf_rn(r, __fmaf_rn(-scale, r, 1.0f), r);
 }
 
-// MAX 0: the max over unpacked floats (max.NaN when NAN_FREE); 1: over packed bf16 pairs with
-// max.NaN.bf16x2 (SGLang reduces packed pairs), the floats unpacked only for the codes, so a
-// slice holds 8 registers, not 16, through the shuffles.
-template <unsigned THREADS, bool NAN_FREE, bool EXACT, int MAX, class Load>
-__device__ __forceinline__ void candidate_groups(const unsigned short* __restrict__ x, unsigned char* __restrict__ q,
-                                                 float* __restrict__ scales, unsigned long long groups,
-                                                 unsigned long long g, Load load) {
+template <unsigned THREADS, class Load>
+__device__ __forceinline__ void lean_groups(const unsigned short* __restrict__ x, unsigned char* __restrict__ q,
+                                            float* __restrict__ scales, unsigned long long groups,
+                                            unsigned long long g, Load load) {
   const unsigned lane = threadIdx.x % HQ_LANES;
-  const unsigned mask = 0xffu << (threadIdx.x & 24u);
+  const unsigned warp_slot = (threadIdx.x / HQ_LANES) % (32 / HQ_LANES);
   const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * (THREADS / HQ_LANES);
-  for (; g < groups; g += stride) {
-    const unsigned long long at = g * kiln::fp8::GROUP + lane * HQ_RUN;
+  for (; g - warp_slot < groups; g += stride) {
+    const bool live = g < groups;
+    const unsigned long long at = (live ? g : groups - 1) * kiln::fp8::GROUP + lane * HQ_RUN;
     uint4 v[HQ_VECS];
 #pragma unroll
     for (unsigned w = 0; w < HQ_VECS; ++w) v[w] = load(x + at + w * HQ_VEC);
-    const unsigned words[HQ_RUN / 2] = {v[0].x, v[0].y, v[0].z, v[0].w, v[1].x, v[1].y, v[1].z, v[1].w};
-    unsigned p[HQ_RUN / 2];
-    float scale;
-    if constexpr (MAX == 1) {
-      unsigned m2 = words[0] & 0x7fff7fffu;
-#pragma unroll
-      for (unsigned j = 1; j < HQ_RUN / 2; ++j) m2 = max_keeping_nan_bf16x2(m2, words[j] & 0x7fff7fffu);
-      float absmax = kiln::fp8::fmax_keeping_nan(kiln::fp8::bf16_low(m2), kiln::fp8::bf16_high(m2));
-#pragma unroll
-      for (unsigned offset = HQ_LANES / 2; offset > 0; offset >>= 1)
-        absmax = kiln::fp8::fmax_keeping_nan(absmax, __shfl_xor_sync(mask, absmax, offset));
-      if (absmax == absmax) {
-        const kiln::fp8::GroupDivisor d = kiln::fp8::group_divisor(absmax);
-        if (d.by_reciprocal) {
-#pragma unroll
-          for (unsigned j = 0; j < HQ_RUN / 2; ++j)
-            p[j] = kiln::fp8::e4m3x2(kiln::fp8::ratio_by_reciprocal(kiln::fp8::bf16_low(words[j]), d.scale, d.recip),
-                                     kiln::fp8::ratio_by_reciprocal(kiln::fp8::bf16_high(words[j]), d.scale, d.recip));
-          scale = d.scale;
-        } else {
-          scale = clamped_codes(words, mask, p);
-        }
-      } else {
-        scale = clamped_codes(words, mask, p);
-      }
-    } else {
     float f[HQ_RUN];
 #pragma unroll
-    for (unsigned j = 0; j < HQ_RUN / 2; ++j) {
-      f[2 * j] = kiln::fp8::bf16_low(words[j]);
-      f[2 * j + 1] = kiln::fp8::bf16_high(words[j]);
-    }
-    float absmax = kiln::fp8::max_magnitude<HQ_RUN, NAN_FREE>(f);
+    for (unsigned w = 0; w < HQ_VECS; ++w) {
+      const unsigned words[4] = {v[w].x, v[w].y, v[w].z, v[w].w};
 #pragma unroll
-    for (unsigned offset = HQ_LANES / 2; offset > 0; offset >>= 1) {
-      const float other = __shfl_xor_sync(mask, absmax, offset);
-      absmax = NAN_FREE ? kiln::fp8::fmax_keeping_nan(absmax, other) : fmaxf(absmax, other);
-    }
-    if (NAN_FREE && absmax == absmax) {
-      const kiln::fp8::GroupDivisor d = kiln::fp8::group_divisor(absmax);
-      if (EXACT) {
-        kiln::fp8::e4m3x2_group<HQ_RUN / 2, false, true>(f, d, p);
-      } else {
-#pragma unroll
-        for (unsigned j = 0; j < HQ_RUN / 2; ++j) p[j] = kiln::fp8::e4m3x2(f[2 * j] * d.recip, f[2 * j + 1] * d.recip);
+      for (unsigned j = 0; j < 4; ++j) {
+        f[w * HQ_VEC + 2 * j] = kiln::fp8::bf16_low(words[j]);
+        f[w * HQ_VEC + 2 * j + 1] = kiln::fp8::bf16_high(words[j]);
       }
-      scale = d.scale;
-    } else {
-      if (NAN_FREE) {
-        absmax = kiln::fp8::max_magnitude<HQ_RUN>(f);
+    }
+    float absmax = kiln::fp8::max_magnitude<HQ_RUN>(f);
 #pragma unroll
-        for (unsigned offset = HQ_LANES / 2; offset > 0; offset >>= 1)
-          absmax = fmaxf(absmax, __shfl_xor_sync(mask, absmax, offset));
-      }
-      const kiln::fp8::GroupDivisor d = kiln::fp8::group_divisor(absmax);
-      kiln::fp8::e4m3x2_group<HQ_RUN / 2>(f, d, p);
-      scale = d.scale;
+    for (unsigned offset = HQ_LANES / 2; offset > 0; offset >>= 1)
+      absmax = fmaxf(absmax, __shfl_xor_sync(0xffffffffu, absmax, offset));
+    const float scale = lean_scale(absmax);
+    const kiln::fp8::GroupDivisor d{scale, lean_reciprocal(scale), isfinite(scale) != 0};
+    unsigned p[HQ_RUN / 2];
+    kiln::fp8::e4m3x2_group<HQ_RUN / 2>(f, d, p);
+    if (live) {
+      *reinterpret_cast<uint4*>(q + at) =
+          make_uint4(p[0] | (p[1] << 16), p[2] | (p[3] << 16), p[4] | (p[5] << 16), p[6] | (p[7] << 16));
+      if (lane == 0) scales[g] = scale;
     }
-    }
-    *reinterpret_cast<uint4*>(q + at) =
-        make_uint4(p[0] | (p[1] << 16), p[2] | (p[3] << 16), p[4] | (p[5] << 16), p[6] | (p[7] << 16));
-    if (lane == 0) scales[g] = scale;
   }
 }
 
-template <unsigned THREADS, bool NAN_FREE, bool EXACT, int PDL, int MAX = 0>
-__global__ __launch_bounds__(THREADS, 2048 / THREADS) void twin_candidate(const unsigned short* __restrict__ x,
-                                                                       unsigned char* __restrict__ q,
-                                                                       float* __restrict__ scales, unsigned k,
-                                                                       unsigned m) {
+template <unsigned THREADS, int PDL>
+__global__ __launch_bounds__(THREADS, 2048 / THREADS) void twin_lean(const unsigned short* __restrict__ x,
+                                                                  unsigned char* __restrict__ q,
+                                                                  float* __restrict__ scales, unsigned k, unsigned m) {
   if constexpr (PDL == 0) kiln::pdl::enter_stream_order();
-  if constexpr (PDL == 2) kiln::pdl::allow_dependent_grid();
   const unsigned long long groups = static_cast<unsigned long long>(m) * (k / kiln::fp8::GROUP);
   const unsigned long long g = static_cast<unsigned long long>(blockIdx.x) * (THREADS / HQ_LANES) + threadIdx.x / HQ_LANES;
   if constexpr (PDL == 1) kiln::pdl::enter_stream_order();
-  if constexpr (PDL == 2) kiln::pdl::wait_for_prior_grid();
   if (groups < HQ_NO_ALLOCATE_BELOW)
-    candidate_groups<THREADS, NAN_FREE, EXACT, MAX>(x, q, scales, groups, g, [](const unsigned short* p) { return load_no_allocate(p); });
+    lean_groups<THREADS>(x, q, scales, groups, g, [](const unsigned short* p) { return load_no_allocate(p); });
   else
-    candidate_groups<THREADS, NAN_FREE, EXACT, MAX>(x, q, scales, groups, g, [](const unsigned short* p) { return load_stream(p); });
+    lean_groups<THREADS>(x, q, scales, groups, g, [](const unsigned short* p) { return load_stream(p); });
 }
 
 using TwinKernel = void (*)(const unsigned short*, unsigned char*, float*, unsigned, unsigned);
@@ -194,24 +144,32 @@ int main() {
   for_each_shape(shapes, std::size(shapes), ceiling, [&](unsigned m, unsigned k, size_t, auto& timed, auto& report) {
     for (int round = 0; round < 2; ++round) {
       for (bool pdl : {false, true}) {
-        const auto arm = [&](const char* name, TwinKernel kernel, unsigned threads, bool reference = false) {
-          char label[64];
-          std::snprintf(label, sizeof label, "%s%s", name, pdl ? ", PDL" : "");
-          report(label, timed([&](auto x, auto q, auto s) { twin(x, q, s, m, k, pdl, kernel, threads); }, reference));
+        struct Arm {
+          const char* name;
+          TwinKernel kernel;  // null: SGLang's kernel
+          unsigned threads;
+          bool pdl_only;
         };
-        arm("kiln twin", per_token_group_quant_fp8_hopper, HQ_THREADS, round == 0 && !pdl);
-        arm("twin copy", twin_candidate<128, false, true, 0>, 128);
-        arm("twin NaN-free", twin_candidate<128, true, true, 0>, 128);
-        arm("packed max", twin_candidate<128, true, true, 0, 1>, 128);
-        if (pdl) {
-          arm("packed max, math first", twin_candidate<128, true, true, 1, 1>, 128);
-          arm("packed max, trigger first", twin_candidate<128, true, true, 2, 1>, 128);
+        const Arm arms[] = {{"kiln twin", per_token_group_quant_fp8_hopper, HQ_THREADS, false},
+                            {"lean", twin_lean<128, 0>, 128, false},
+                            {"lean, math first", twin_lean<128, 1>, 128, true},
+                            {"lean, 256 threads", twin_lean<256, 0>, 256, false},
+                            {"SGLang 0.5.23 JIT", nullptr, 0, false}};
+        // Why the second round runs the arms in reverse: a kernel's rows then come from both ends
+        // of the order, so an effect of the place in the order shows as a gap between its rows.
+        for (size_t i = 0; i < std::size(arms); ++i) {
+          const Arm& arm = arms[round == 0 ? i : std::size(arms) - 1 - i];
+          if (arm.pdl_only && !pdl) continue;
+          char label[64];
+          std::snprintf(label, sizeof label, "%s%s", arm.name, pdl ? ", PDL" : "");
+          const bool reference = round == 0 && !pdl && i == 0;
+          report(label, timed([&](auto x, auto q, auto s) {
+                   if (arm.kernel)
+                     twin(x, q, s, m, k, pdl, arm.kernel, arm.threads);
+                   else
+                     CHECK(sglang_quant_bf16_e4m3_g128(x, q, s, m, k, pdl, nullptr));
+                 }, reference));
         }
-        arm("packed max, 256 threads", twin_candidate<256, true, true, 0, 1>, 256);
-        arm("NaN-free, x*(1/scale)", twin_candidate<128, true, false, 0>, 128);
-        report(pdl ? "SGLang 0.5.23 JIT, PDL" : "SGLang 0.5.23 JIT", timed([&](auto x, auto q, auto s) {
-                 CHECK(sglang_quant_bf16_e4m3_g128(x, q, s, m, k, pdl, nullptr));
-               }, false));
       }
     }
   });
