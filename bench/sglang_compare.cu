@@ -36,81 +36,31 @@ double empty_us(bool pdl) {
   return median_us_per_launch([&](int) { CHECK(cudaLaunchKernelEx(&config, empty_kernel)); }, 1);
 }
 
-// A leaner twin for issue 16: the same loads, codes and stores, with a shorter dependent chain
-// between the loads and the stores, as SGLang's kernel has (no branch there).
-// - The loop runs while the warp's first slot has a group, so all 32 lanes take every iteration
-//   and the shuffles take the full mask (no MATCH/REDUX/BRA.DIV convergence code); a slot past
-//   the last group re-reads the last group and stores nothing.
-// - The scale: __fdiv_rn(absmax, 448) without its range check (FCHK and a call): for every finite
-//   bf16 absmax at or above eps the fma sequence gives the same float (checked on the CPU).
-// - Its reciprocal: __frcp_rn's own fast path without its range check: scales lie in
-//   [eps / 448, bf16 max / 448], inside that path's range.
-// PDL 0: wait and trigger first (shipped); 1: the index math first.
-__device__ __forceinline__ float lean_scale(float absmax) {
-  constexpr float inverse = 1.0f / kiln::fp8::E4M3_MAX;
-  const float a = fmaxf(absmax, kiln::fp8::ABSMAX_EPS);
-  const float first = __fmul_rn(a, inverse);
-  const float quotient = __fmaf_rn(__fmaf_rn(-first, kiln::fp8::E4M3_MAX, a), inverse, first);
-  return a == __int_as_float(0x7f800000) ? a : quotient;
-}
-
-__device__ __forceinline__ float lean_reciprocal(float scale) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(scale));
-  return __fmaf_rn(r, __fmaf_rn(-scale, r, 1.0f), r);
-}
-
-template <unsigned THREADS, class Load>
-__device__ __forceinline__ void lean_groups(const unsigned short* __restrict__ x, unsigned char* __restrict__ q,
-                                            float* __restrict__ scales, unsigned long long groups,
-                                            unsigned long long g, Load load) {
-  const unsigned lane = threadIdx.x % HQ_LANES;
-  const unsigned warp_slot = (threadIdx.x / HQ_LANES) % (32 / HQ_LANES);
-  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * (THREADS / HQ_LANES);
-  for (; g - warp_slot < groups; g += stride) {
-    const bool live = g < groups;
-    const unsigned long long at = (live ? g : groups - 1) * kiln::fp8::GROUP + lane * HQ_RUN;
-    uint4 v[HQ_VECS];
-#pragma unroll
-    for (unsigned w = 0; w < HQ_VECS; ++w) v[w] = load(x + at + w * HQ_VEC);
-    float f[HQ_RUN];
-#pragma unroll
-    for (unsigned w = 0; w < HQ_VECS; ++w) {
-      const unsigned words[4] = {v[w].x, v[w].y, v[w].z, v[w].w};
-#pragma unroll
-      for (unsigned j = 0; j < 4; ++j) {
-        f[w * HQ_VEC + 2 * j] = kiln::fp8::bf16_low(words[j]);
-        f[w * HQ_VEC + 2 * j + 1] = kiln::fp8::bf16_high(words[j]);
-      }
-    }
-    float absmax = kiln::fp8::max_magnitude<HQ_RUN>(f);
-#pragma unroll
-    for (unsigned offset = HQ_LANES / 2; offset > 0; offset >>= 1)
-      absmax = fmaxf(absmax, __shfl_xor_sync(0xffffffffu, absmax, offset));
-    const float scale = lean_scale(absmax);
-    const kiln::fp8::GroupDivisor d{scale, lean_reciprocal(scale), isfinite(scale) != 0};
-    unsigned p[HQ_RUN / 2];
-    kiln::fp8::e4m3x2_group<HQ_RUN / 2>(f, d, p);
-    if (live) {
-      *reinterpret_cast<uint4*>(q + at) =
-          make_uint4(p[0] | (p[1] << 16), p[2] | (p[3] << 16), p[4] | (p[5] << 16), p[6] | (p[7] << 16));
-      if (lane == 0) scales[g] = scale;
-    }
-  }
-}
-
-template <unsigned THREADS, int PDL>
-__global__ __launch_bounds__(THREADS, 2048 / THREADS) void twin_lean(const unsigned short* __restrict__ x,
-                                                                  unsigned char* __restrict__ q,
-                                                                  float* __restrict__ scales, unsigned k, unsigned m) {
+// The twin's body in SGLang's frame: no loop (the grid covers every group; 32-bit indices, so
+// only for M * K < 2^32), a slot past the last group exits. PDL 0: wait and trigger first
+// (shipped); 1: the index math first, as SGLang's kernel.
+template <int PDL>
+__global__ __launch_bounds__(HQ_THREADS, KILN_HQ_MIN_CTAS) void twin_one_pass(const unsigned short* __restrict__ x,
+                                                                           unsigned char* __restrict__ q,
+                                                                           float* __restrict__ scales, unsigned k,
+                                                                           unsigned m) {
   if constexpr (PDL == 0) kiln::pdl::enter_stream_order();
-  const unsigned long long groups = static_cast<unsigned long long>(m) * (k / kiln::fp8::GROUP);
-  const unsigned long long g = static_cast<unsigned long long>(blockIdx.x) * (THREADS / HQ_LANES) + threadIdx.x / HQ_LANES;
+  const unsigned groups = m * (k / kiln::fp8::GROUP);
+  const unsigned g = blockIdx.x * HQ_GROUPS_PER_CTA + threadIdx.x / HQ_LANES;
+  const unsigned lane = threadIdx.x % HQ_LANES;
+  const unsigned at = g * kiln::fp8::GROUP + lane * HQ_RUN;
+  const unsigned mask = 0xffu << (threadIdx.x & 24u);
   if constexpr (PDL == 1) kiln::pdl::enter_stream_order();
-  if (groups < HQ_NO_ALLOCATE_BELOW)
-    lean_groups<THREADS>(x, q, scales, groups, g, [](const unsigned short* p) { return load_no_allocate(p); });
-  else
-    lean_groups<THREADS>(x, q, scales, groups, g, [](const unsigned short* p) { return load_stream(p); });
+  if (g >= groups) return;
+  uint4 v[HQ_VECS];
+  if (groups < HQ_NO_ALLOCATE_BELOW) {
+#pragma unroll
+    for (unsigned w = 0; w < HQ_VECS; ++w) v[w] = load_no_allocate(x + at + w * HQ_VEC);
+  } else {
+#pragma unroll
+    for (unsigned w = 0; w < HQ_VECS; ++w) v[w] = load_stream(x + at + w * HQ_VEC);
+  }
+  quantize_run(v, mask, q + at, lane == 0 ? scales + g : nullptr);
 }
 
 using TwinKernel = void (*)(const unsigned short*, unsigned char*, float*, unsigned, unsigned);
@@ -151,9 +101,8 @@ int main() {
           bool pdl_only;
         };
         const Arm arms[] = {{"kiln twin", per_token_group_quant_fp8_hopper, HQ_THREADS, false},
-                            {"lean", twin_lean<128, 0>, 128, false},
-                            {"lean, math first", twin_lean<128, 1>, 128, true},
-                            {"lean, 256 threads", twin_lean<256, 0>, 256, false},
+                            {"one pass", twin_one_pass<0>, 128, false},
+                            {"one pass, math first", twin_one_pass<1>, 128, true},
                             {"SGLang 0.5.23 JIT", nullptr, 0, false}};
         // Why the second round runs the arms in reverse: a kernel's rows then come from both ends
         // of the order, so an effect of the place in the order shows as a gap between its rows.
