@@ -36,43 +36,12 @@ double empty_us(bool pdl) {
   return median_us_per_launch([&](int) { CHECK(cudaLaunchKernelEx(&config, empty_kernel)); }, 1);
 }
 
-// The twin's body in SGLang's frame: no loop (the grid covers every group; 32-bit indices, so
-// only for M * K < 2^32), a slot past the last group exits. PDL 0: wait and trigger first
-// (shipped); 1: the index math first, as SGLang's kernel.
-template <int PDL>
-__global__ __launch_bounds__(HQ_THREADS, KILN_HQ_MIN_CTAS) void twin_one_pass(const unsigned short* __restrict__ x,
-                                                                           unsigned char* __restrict__ q,
-                                                                           float* __restrict__ scales, unsigned k,
-                                                                           unsigned m) {
-  if constexpr (PDL == 0) kiln::pdl::enter_stream_order();
-  const unsigned groups = m * (k / kiln::fp8::GROUP);
-  const unsigned g = blockIdx.x * HQ_GROUPS_PER_CTA + threadIdx.x / HQ_LANES;
-  const unsigned lane = threadIdx.x % HQ_LANES;
-  const unsigned at = g * kiln::fp8::GROUP + lane * HQ_RUN;
-  const unsigned mask = 0xffu << (threadIdx.x & 24u);
-  if constexpr (PDL == 1) kiln::pdl::enter_stream_order();
-  if (g >= groups) return;
-  uint4 v[HQ_VECS];
-  if (groups < HQ_NO_ALLOCATE_BELOW) {
-#pragma unroll
-    for (unsigned w = 0; w < HQ_VECS; ++w) v[w] = load_no_allocate(x + at + w * HQ_VEC);
-  } else {
-#pragma unroll
-    for (unsigned w = 0; w < HQ_VECS; ++w) v[w] = load_stream(x + at + w * HQ_VEC);
-  }
-  quantize_run(v, mask, q + at, lane == 0 ? scales + g : nullptr);
-}
-
-using TwinKernel = void (*)(const unsigned short*, unsigned char*, float*, unsigned, unsigned);
-
-void twin(const unsigned short* x, unsigned char* q, float* s, unsigned m, unsigned k, bool pdl,
-          TwinKernel kernel = per_token_group_quant_fp8_hopper, unsigned threads = HQ_THREADS) {
+void twin(const unsigned short* x, unsigned char* q, float* s, unsigned m, unsigned k, bool pdl) {
   const unsigned long long groups = static_cast<unsigned long long>(m) * (k / 128);
-  const unsigned groups_per_cta = threads / HQ_LANES;
   cudaLaunchAttribute attribute;
   const cudaLaunchConfig_t config =
-      launch_config(unsigned((groups + groups_per_cta - 1) / groups_per_cta), threads, pdl, attribute);
-  CHECK(cudaLaunchKernelEx(&config, kernel, x, q, s, k, m));
+      launch_config(unsigned((groups + HQ_GROUPS_PER_CTA - 1) / HQ_GROUPS_PER_CTA), HQ_THREADS, pdl, attribute);
+  CHECK(cudaLaunchKernelEx(&config, per_token_group_quant_fp8_hopper, x, q, s, k, m));
 }
 
 }  // namespace
@@ -94,30 +63,16 @@ int main() {
   for_each_shape(shapes, std::size(shapes), ceiling, [&](unsigned m, unsigned k, size_t, auto& timed, auto& report) {
     for (int round = 0; round < 2; ++round) {
       for (bool pdl : {false, true}) {
-        struct Arm {
-          const char* name;
-          TwinKernel kernel;  // null: SGLang's kernel
-          unsigned threads;
-          bool pdl_only;
-        };
-        const Arm arms[] = {{"kiln twin", per_token_group_quant_fp8_hopper, HQ_THREADS, false},
-                            {"one pass", twin_one_pass<0>, 128, false},
-                            {"one pass, math first", twin_one_pass<1>, 128, true},
-                            {"SGLang 0.5.23 JIT", nullptr, 0, false}};
-        // Why the second round runs the arms in reverse: a kernel's rows then come from both ends
-        // of the order, so an effect of the place in the order shows as a gap between its rows.
-        for (size_t i = 0; i < std::size(arms); ++i) {
-          const Arm& arm = arms[round == 0 ? i : std::size(arms) - 1 - i];
-          if (arm.pdl_only && !pdl) continue;
-          char label[64];
-          std::snprintf(label, sizeof label, "%s%s", arm.name, pdl ? ", PDL" : "");
-          const bool reference = round == 0 && !pdl && i == 0;
-          report(label, timed([&](auto x, auto q, auto s) {
-                   if (arm.kernel)
-                     twin(x, q, s, m, k, pdl, arm.kernel, arm.threads);
-                   else
+        // Why the second round puts SGLang's kernel first: each kernel then has a row from either
+        // place in the order, so an effect of the place shows as a gap between its two rows.
+        for (bool sglang : {round == 1, round == 0}) {
+          if (sglang)
+            report(pdl ? "SGLang 0.5.23 JIT, PDL" : "SGLang 0.5.23 JIT", timed([&](auto x, auto q, auto s) {
                      CHECK(sglang_quant_bf16_e4m3_g128(x, q, s, m, k, pdl, nullptr));
-                 }, reference));
+                   }, false));
+          else
+            report(pdl ? "kiln twin, PDL" : "kiln twin",
+                   timed([&](auto x, auto q, auto s) { twin(x, q, s, m, k, pdl); }, round == 0 && !pdl));
         }
       }
     }
