@@ -19,7 +19,7 @@ unzip -q "$tvm_wheel" 'tvm_ffi/include/*' -d "$work"
 jit=$work/sglang/kernels/jit
 "$nvcc" -std=c++20 -O3 -DSGL_CUDA_ARCH=900 --expt-relaxed-constexpr --use_fast_math -arch=sm_90a \
   -I "$jit/include" -I "$jit/csrc" -I "$work/tvm_ffi/include" -c "$root/bench/sglang_peer.cu" -o "$work/sglang_peer.o"
-# SGLANG_COMPARE_TWIN_FLAGS: -D overrides of the twin (KILN_HQ_THREADS, KILN_HQ_MIN_CTAS, KILN_HQ_ONE_PASS_BELOW).
+# SGLANG_COMPARE_TWIN_FLAGS: -D overrides of the twin's geometry (KILN_HQ_THREADS, KILN_HQ_MIN_CTAS).
 "$nvcc" -std=c++17 -O3 -arch=sm_90a -I "$root/kernels_src/common" ${SGLANG_COMPARE_TWIN_FLAGS:-} "$root/bench/sglang_compare.cu" \
   "$work/sglang_peer.o" -o "$out"
 echo "built $out"

@@ -58,12 +58,6 @@ __device__ __forceinline__ uint4 load_no_allocate(const unsigned short* p) {
 }
 constexpr unsigned long long HQ_NO_ALLOCATE_BELOW = 36864;
 
-// M * K below which quantize_one_pass runs (32-bit indices need M * K < 2^32).
-// bench/sglang_compare.sh sets it to 0 to time the looping path at every size.
-#ifndef KILN_HQ_ONE_PASS_BELOW
-#define KILN_HQ_ONE_PASS_BELOW (1ull << 32)
-#endif
-
 // One thread's 16 contiguous elements of one group: the group max over the 8 lanes of `mask`, then
 // 16 codes stored at `q`, and the scale at `scale_out` from lane 0.
 __device__ __forceinline__ void quantize_run(const uint4 (&v)[HQ_VECS], unsigned mask, unsigned char* q,
@@ -112,42 +106,17 @@ __device__ __forceinline__ void quantize_groups(const unsigned short* __restrict
     quantize_run(v, mask, q + at, lane == 0 ? scales + g : nullptr);
   }
 }
-
-// Below 2^32 elements: 32-bit indices, and the grid, ceil(groups / 16) CTAs (never capped there),
-// gives each slot one group or none. Why this path: without the loop's 64-bit index math and
-// back edge, with PDL, the twin took 5.66 against 5.87 us at 512 x 7168 and 16.8 against 17.1 at
-// 2048 x 7168, level with SGLang's kernel (5.61, 16.8), and was level or ahead without PDL
-// (bench/results/2026-12-05-h100-sglang-compare-one-pass.log, H100).
-__device__ __forceinline__ void quantize_one_pass(const unsigned short* __restrict__ x, unsigned char* __restrict__ q,
-                                                  float* __restrict__ scales, unsigned k, unsigned m) {
-  const unsigned groups = m * (k / kiln::fp8::GROUP);
-  const unsigned g = blockIdx.x * HQ_GROUPS_PER_CTA + threadIdx.x / HQ_LANES;
-  const unsigned lane = threadIdx.x % HQ_LANES;
-  const unsigned at = g * kiln::fp8::GROUP + lane * HQ_RUN;
-  const unsigned mask = 0xffu << (threadIdx.x & 24u);
-  // Why after the index math: with PDL that math overlaps the kernel before, as in SGLang's kernel.
-  kiln::pdl::enter_stream_order();
-  if (g >= groups) return;
-  uint4 v[HQ_VECS];
-  // Why a branch and not a second kernel: it is uniform over the grid, and the pick stays one kernel.
-  if (groups < HQ_NO_ALLOCATE_BELOW) {
-#pragma unroll
-    for (unsigned w = 0; w < HQ_VECS; ++w) v[w] = load_no_allocate(x + at + w * HQ_VEC);
-  } else {
-#pragma unroll
-    for (unsigned w = 0; w < HQ_VECS; ++w) v[w] = load_stream(x + at + w * HQ_VEC);
-  }
-  quantize_run(v, mask, q + at, lane == 0 ? scales + g : nullptr);
-}
 }  // namespace
 
 extern "C" __global__ __launch_bounds__(HQ_THREADS, KILN_HQ_MIN_CTAS) void per_token_group_quant_fp8_hopper(
     const unsigned short* __restrict__ x, unsigned char* __restrict__ q, float* __restrict__ scales,
     unsigned int k, unsigned int m) {
-  if (static_cast<unsigned long long>(m) * k < KILN_HQ_ONE_PASS_BELOW) return quantize_one_pass(x, q, scales, k, m);
   kiln::pdl::enter_stream_order();
-  // Why 64-bit: M * K elements pass 2^32 here (and M * L groups may too). 2^25 groups or more,
-  // so always the loads for large grids.
+  // Why 64-bit: M * L passes 2^32 groups for large activations (and M * K elements far sooner).
   const unsigned long long groups = static_cast<unsigned long long>(m) * (k / kiln::fp8::GROUP);
-  quantize_groups(x, q, scales, groups, [](const unsigned short* p) { return load_stream(p); });
+  // Why a branch and not a second kernel: it is uniform over the grid, and the pick stays one kernel.
+  if (groups < HQ_NO_ALLOCATE_BELOW)
+    quantize_groups(x, q, scales, groups, [](const unsigned short* p) { return load_no_allocate(p); });
+  else
+    quantize_groups(x, q, scales, groups, [](const unsigned short* p) { return load_stream(p); });
 }
