@@ -4,7 +4,8 @@ and fail show a passing step's summary lines only, a failing step's whole log se
 failure's file:line and expansion included), a last line naming the failed steps, and exit 1 (0 when
 all pass); then bench/device_checks.sh and bench/device_pdl.sh themselves, copied into a scratch
 tree whose .carry/bin, nvidia-smi and Python scripts are stand-ins, exit 1 and show the failure when
-one GPU test fails, and exit 0 when none does.
+one GPU test fails, and exit 0 when none does; and bench/revisions_ab.sh builds revisions of a small
+stand-in project and runs stand-in revisions in alternating order.
 
 Usage: test_device_steps.py SOURCE_ROOT
 """
@@ -125,16 +126,92 @@ def test_scripts(root, tmp):
               f'{script}: the last line names {failed}', out[-400:])
 
 
+FAKE_KILN = {
+    'meson_options.txt': "option('nvrtc_root', type: 'string', value: '')\n",
+    'meson.build': "project('fake_kiln', 'c')\nsubdir('src')\nsubdir('tools')\n",
+    'src/meson.build': "kiln_lib = library('kiln', 'lib.c', version: '0.1.0', soversion: '0')\n",
+    'src/lib.c': 'int kiln_answer(void) { return 1; }\n',
+    'tools/meson.build': "executable('kiln', 'main.c', link_with: kiln_lib)\n",
+}
+
+
+def git(repo, *args):
+    subprocess.run(['git', '-C', str(repo), *args], check=True, capture_output=True, text=True)
+
+
+def test_revisions_ab(root, tmp):
+    """bench/revisions_ab.sh: build on a small stand-in project (a kiln command and libkiln in its
+    layout), then run on stand-in revisions."""
+    script = root / 'bench' / 'revisions_ab.sh'
+    repo = tmp / 'revisions-repo'
+    repo.mkdir()
+    git(repo, 'init', '-q')
+    git(repo, 'config', 'user.email', 'test@example.com')
+    git(repo, 'config', 'user.name', 'test')
+    hashes = {}
+    for name, source in (('one', 'int main(void) { return 0; }\n'), ('two', 'int main(void) { return 0; } /* two */\n'),
+                         ('broken', 'int main(void) { return }\n')):
+        for path, text in {**FAKE_KILN, 'tools/main.c': source}.items():
+            (repo / path).parent.mkdir(parents=True, exist_ok=True)
+            (repo / path).write_text(text)
+        git(repo, 'add', '-A')
+        git(repo, 'commit', '-q', '-m', name)
+        hashes[name] = subprocess.run(['git', '-C', str(repo), 'rev-parse', '--short', 'HEAD'], capture_output=True,
+                                      text=True, check=True).stdout.strip()
+    carry = repo / '.carry' / 'ab'
+    done = subprocess.run(['bash', str(script), 'build', str(carry), 'HEAD~2', 'HEAD~1'], cwd=repo, capture_output=True,
+                          text=True, timeout=120)
+    check(done.returncode == 0, f'revisions_ab.sh build of two revisions: exit 0 ({done.returncode})', done.stdout + done.stderr)
+    listed = (carry / 'revisions').read_text().split() if (carry / 'revisions').exists() else []
+    check(listed == [hashes['one'], hashes['two']], f'DIR/revisions lists them in the order given ({listed})')
+    for hash in listed:
+        check((carry / hash / 'bin' / 'kiln').is_file() and (carry / hash / 'lib' / 'libkiln.so.0').exists(),
+              f'{hash}: bin/kiln and lib/libkiln.so.0 are there')
+    worktrees = subprocess.run(['git', '-C', str(repo), 'worktree', 'list'], capture_output=True, text=True).stdout
+    check(len(worktrees.strip().splitlines()) == 1, 'no worktree is left behind', worktrees)
+    done = subprocess.run(['bash', str(script), 'build', str(tmp / 'broken-ab'), 'HEAD'], cwd=repo, capture_output=True,
+                          text=True, timeout=120)
+    check(done.returncode == 1 and f'building HEAD ({hashes["broken"]}) failed' in done.stderr and 'main.c' in done.stderr,
+          f'a revision that does not build: exit 1 with the compiler\'s output ({done.returncode})', done.stderr[-600:])
+    worktrees = subprocess.run(['git', '-C', str(repo), 'worktree', 'list'], capture_output=True, text=True).stdout
+    check(len(worktrees.strip().splitlines()) == 1, 'nor after a failed build', worktrees)
+
+    # run: stand-in revisions whose kiln prints what it was given; the second fails.
+    tree = tmp / 'revisions-run'
+    ab = tree / '.carry' / 'ab'
+    for hash, status in (('aaa', 0), ('bbb', 3)):
+        stand_in(ab / hash / 'bin' / 'kiln', f'echo "{hash} $* LD=$LD_LIBRARY_PATH PDL=${{KILN_PDL:-}}"\nexit {status}\n')
+    (ab / 'revisions').write_text('aaa\nbbb\n')
+    env = dict(os.environ, OUT=str(tree / 'out'), KILN_PDL='1')
+    done = subprocess.run(['bash', str(script), 'run', '.carry/ab', '2', '--only', 'gpu'], cwd=tree, capture_output=True,
+                          text=True, timeout=60, env=env)
+    rounds = [line.split(':')[0] for line in done.stdout.splitlines() if line.startswith('round ')]
+    check(rounds == ['round 1 aaa', 'round 1 bbb', 'round 2 bbb', 'round 2 aaa'],
+          f'run alternates, the order reversed in the second round ({rounds})', done.stdout)
+    check(done.returncode == 1 and 'round 1 bbb: exit 3' in done.stdout,
+          f'a failing revision: every run still runs, then exit 1 ({done.returncode})', done.stdout + done.stderr)
+    log = (tree / 'out' / 'bench-aaa-2.log').read_text() if (tree / 'out' / 'bench-aaa-2.log').exists() else ''
+    check(log.startswith('aaa bench --only gpu LD=.carry/ab/aaa/lib:') and 'PDL=1' in log,
+          'each run gets `bench` and the arguments, its own libkiln first, and the environment', log)
+    for args, needed in ((['run', '.carry/ab', '0'], "ROUNDS must be a positive integer, got '0'"),
+                         (['run', '.carry/none', '1'], '.carry/none/revisions is missing or empty'),
+                         (['build', '.carry/x'], 'name at least one revision'),
+                         (['frobnicate', '.carry/x'], "unknown mode 'frobnicate'")):
+        done = subprocess.run(['bash', str(script), *args], cwd=tree, capture_output=True, text=True, timeout=60)
+        check(done.returncode == 2 and needed in done.stderr, f'revisions_ab.sh {" ".join(args)}: exit 2, says why', done.stderr)
+
+
 def main():
     root = pathlib.Path(sys.argv[1]).resolve()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix='kiln-device-steps-'))
     try:
         for script in ('device_steps.sh', 'device_checks.sh', 'device_pdl.sh', 'device_deploy.sh',
-                       'device_remote_cache.sh', 'device_python.sh', 'device_sanitize.sh'):
+                       'device_remote_cache.sh', 'device_python.sh', 'device_sanitize.sh', 'revisions_ab.sh'):
             done = subprocess.run(['bash', '-n', str(root / 'bench' / script)], capture_output=True, text=True)
             check(done.returncode == 0, f'bash -n bench/{script}', done.stderr)
         test_helper(root, tmp)
         test_scripts(root, tmp)
+        test_revisions_ab(root, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return exit_status()
