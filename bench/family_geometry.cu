@@ -138,11 +138,20 @@ void run(unsigned m, unsigned k, double ceiling) {
     CHECK(cudaMemcpy(x[i], host.data(), x_bytes, cudaMemcpyHostToDevice));
   }
   const Launch shape = geometry(m, k);
+#if KILN_BENCH_KERNEL == 0
+  // kiln::ops::TileDivisor::of(group_tiles): shift 31 + ceil(log2 d), multiplier ceil(2^shift / d).
+  const size_t span = PACKED ? (groups + 3) / 4 * 4 : groups;
+  const unsigned long long tiles_per_row = TILED ? (span + TILE_GROUPS - 1) / TILE_GROUPS : 1;
+  unsigned log2_ceiling = 0;
+  while ((1ull << log2_ceiling) < tiles_per_row) ++log2_ceiling;
+  const TileDivisor tiles{static_cast<unsigned>(((1ull << (31 + log2_ceiling)) + tiles_per_row - 1) / tiles_per_row),
+                          31 + log2_ceiling};
+#endif
   const auto launch = [&](int set) {
 #if KILN_BENCH_KERNEL == 0
     const unsigned scale_rows = KILN_Q_SCALES >= 2 ? (m + 3) / 4 * 4 : m;
     per_token_group_quant<<<shape.grid, shape.threads>>>(x[set], q[set], s[set], m, static_cast<unsigned>(groups),
-                                                         BENCH_SILU ? 2ull * k : k, scale_rows, 1e-10f);
+                                                         BENCH_SILU ? 2ull * k : k, scale_rows, 1e-10f, tiles);
 #elif KILN_BENCH_KERNEL == 1
     per_token_group_quant_fp8<<<shape.grid, shape.threads>>>(static_cast<const unsigned short*>(x[set]), q[set],
                                                              static_cast<float*>(s[set]), k);

@@ -2,8 +2,10 @@
 // points, all without a GPU.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "error_of.hpp"
 #include "kiln/error.hpp"
@@ -145,6 +147,56 @@ TEST_CASE("the family grid covers every group, and the packed layout's padding w
   CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{13, 1, 1});
   column.group = 64;  // four lanes with SiLU: one item per slot, tiles of 4 rows x 16 groups
   CHECK(GroupQuant::grid(column, 100, 640) == std::array<std::uint32_t, 3>{25, 1, 1});
+}
+
+TEST_CASE("the tiled grids' divisor divides every CTA index exactly") {
+  const auto check_divisor = [](std::uint32_t d) {
+    const TileDivisor divisor = TileDivisor::of(d);
+    INFO("d = " << d);
+    CHECK(divisor.multiplier != 0);
+    std::vector<std::uint32_t> indices = {0, 1, d - 1, d, 0x7FFFFFFEu, 0x7FFFFFFFu};
+    // The last index of each quotient and the first of the next, across the whole range, where a
+    // multiplier one too small or too large shows first.
+    for (std::uint64_t multiple = d; multiple <= 0x7FFFFFFFu; multiple += std::max<std::uint64_t>(d, 0x7FFFFFFFu / 4096 / d * d)) {
+      indices.push_back(static_cast<std::uint32_t>(multiple - 1));
+      indices.push_back(static_cast<std::uint32_t>(multiple));
+    }
+    for (const std::uint32_t n : indices)
+      if (n <= 0x7FFFFFFFu) CHECK(divisor.divide(n) == n / d);
+  };
+  for (std::uint32_t d = 1; d <= 600; ++d) check_divisor(d);
+  for (const std::uint32_t d : {1024u, 1025u, 4095u, 65535u, 65536u, 65537u, 1u << 24, (1u << 24) + 1, 0x3FFFFFFFu,
+                                0x40000000u, 0x40000001u, 0x7FFFFFFEu, 0x7FFFFFFFu})
+    check_divisor(d);
+  // Every n for a few divisors the shapes use (tiles of 8 groups: K = 7168 is 7 tiles a row).
+  for (const std::uint32_t d : {7u, 18u, 1152u}) {
+    const TileDivisor divisor = TileDivisor::of(d);
+    std::uint32_t wrong = 0;
+    for (std::uint32_t n = 0; n < (1u << 22); ++n) wrong += divisor.divide(n) != n / d;
+    CHECK(wrong == 0);
+  }
+  CHECK(error_of([] { TileDivisor::of(0); }) == "invalid argument 'd': expected a divisor from 1 to 2^31-1, got 0");
+}
+
+TEST_CASE("a row's tiles are the tiled grids' divisor") {
+  QuantVariant silu{};
+  silu.silu_and_mul = true;  // 32 groups per CTA: tiles of 8 groups
+  CHECK(GroupQuant::tiles_per_row(silu, 7168) == 7);
+  CHECK(GroupQuant::tiles_per_row(silu, 18432) == 18);
+  CHECK(GroupQuant::tiles_per_row(silu, 128) == 1);
+  CHECK(GroupQuant::tiles_per_row(QuantVariant{}, 7168) == 0);  // row-major without SiLU: the flat grid
+  QuantVariant packed{};
+  packed.scales = QuantScales::ue8m0_packed;
+  packed.ue8m0 = true;
+  CHECK(GroupQuant::tiles_per_row(packed, 1536) == 2);  // G = 12, tiles of 8 groups
+  CHECK(GroupQuant::tiles_per_row(packed, 1152) == 2);  // G = 9 padded to 12
+  QuantVariant column{};
+  column.group = 32;  // 128 groups per CTA: tiles of 32 groups
+  column.scales = QuantScales::column_major;
+  CHECK(GroupQuant::tiles_per_row(column, 640) == 1);
+  CHECK(GroupQuant::tiles_per_row(column, 32 * 40) == 2);
+  // The grid is a whole number of rows of tiles.
+  CHECK(GroupQuant::grid(silu, 5, 7168)[0] % GroupQuant::tiles_per_row(silu, 7168) == 0);
 }
 
 TEST_CASE("scale buffer sizes follow each layout") {

@@ -209,7 +209,7 @@ __device__ __forceinline__ void int8x4_group(const float* f, const kiln::fp8::Gr
 struct Place {
   unsigned long long flat;
   unsigned long long x_at;
-  unsigned long long row;
+  unsigned row;
   unsigned g;
   unsigned long long q_in_tile;
   unsigned long long scale_in_tile;
@@ -217,8 +217,51 @@ struct Place {
 
 // The groups a tile row spans: the packed layout's tiles also cover its padding up to a whole word.
 __device__ __forceinline__ unsigned tiled_groups(unsigned groups) { return PACKED ? (groups + 3) / 4 * 4 : groups; }
+
 __device__ __forceinline__ unsigned group_tiles(unsigned groups) {
   return (tiled_groups(groups) + TILE_GROUPS - 1) / TILE_GROUPS;
+}
+
+// floor(n / group_tiles(groups)) for n < 2^31, as (n * multiplier) >> shift with the host's
+// kiln::ops::TileDivisor: two integer instructions where the division by a run-time value took 40
+// of the 72-79 instructions before a thread's first load (fused SiLU). On the H200 with PDL, against
+// the division, in one session (bench/results/2026-12-05-h200-ab-divisor.md): the 16-bit fused SiLU
+// 2.5% faster at M*K >= 32M (bf16 group 128 column-major at 2048 x 18432: 88% -> 90-91% of the copy
+// ceiling), the tiled variants 2-7% faster at M <= 16, but 1-15% slower at about one wave of CTAs
+// (2048 x 2048, 128 x 18432). Why not a 2-D grid, which
+// needs no division either: the same kernel on (a row's tiles, row tiles) was 3-7% slower at
+// shapes of about one wave (16-bit SiLU at 2048 x 2048 and 128 x 18432, H100 with PDL,
+// bench/results/2026-12-05-h100-bench-gpu-pdl-grid2d.log).
+struct TileDivisor {
+  unsigned multiplier;
+  unsigned shift;
+};
+
+// Where a CTA and a thread are: on the tiled grids the CTA's row tile and tile column (a row's
+// tiles are consecutive CTAs), on the flat grid its index alone.
+struct Coordinates {
+  unsigned cta;
+  unsigned row_tile;
+  unsigned tile_column;
+  unsigned thread;
+};
+__device__ __forceinline__ Coordinates coordinates_of(unsigned cta, unsigned thread, unsigned groups, TileDivisor tiles) {
+  const unsigned row_tile = static_cast<unsigned>((static_cast<unsigned long long>(cta) * tiles.multiplier) >> tiles.shift);
+  return {cta, row_tile, cta - row_tile * group_tiles(groups), thread};
+}
+__device__ __forceinline__ Coordinates coordinates(unsigned groups, TileDivisor tiles) {
+  return coordinates_of(blockIdx.x, threadIdx.x, groups, tiles);
+}
+// The same, from the CTA and thread indices read again in a way ptxas cannot merge with the first
+// read, for the stores. Why: a group's store places, held from its loads through its arithmetic,
+// spilled 12-20 bytes at the 32 registers of 8 CTAs per SM (16-bit column-major e4m3 and packed
+// SiLU variants, once the division above was gone); computed again after the arithmetic nothing
+// spills (bench/results/2026-12-05-h100-family-grid.log).
+__device__ __forceinline__ Coordinates coordinates_again(unsigned groups, TileDivisor tiles) {
+  unsigned cta, thread;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(cta));
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(thread));
+  return coordinates_of(cta, thread, groups, tiles);
 }
 
 // The code and scale offsets of this CTA's tile's first group (STORE_FROM_TILE).
@@ -226,9 +269,9 @@ struct Tile {
   unsigned long long q;
   unsigned long long scale;
 };
-__device__ __forceinline__ Tile tile_of_cta(unsigned groups, unsigned scale_rows) {
-  const unsigned long long row = static_cast<unsigned long long>(blockIdx.x / group_tiles(groups)) * ITEMS * TILE_ROWS;
-  const unsigned g = (blockIdx.x % group_tiles(groups)) * TILE_GROUPS;
+__device__ __forceinline__ Tile tile_of_cta(const Coordinates& c, unsigned groups, unsigned scale_rows) {
+  const unsigned long long row = static_cast<unsigned long long>(c.row_tile) * ITEMS * TILE_ROWS;
+  const unsigned g = c.tile_column * TILE_GROUPS;
   return {(row * groups + g) * GROUP, static_cast<unsigned long long>(g) * scale_rows + row};
 }
 
@@ -241,20 +284,19 @@ __device__ __forceinline__ Tile tile_of_cta(unsigned groups, unsigned scale_rows
 // 64-bit division on every thread's way to its first load cost 5-10 points of the copy ceiling
 // (bf16 group 128, two groups per slot: 92% -> 97% at 32768 x 7168, 81% -> 87% at 2048 x 18432;
 // 2026-12-04-h200-family-dense.log).
-__device__ __forceinline__ bool locate(unsigned item, unsigned slot, unsigned lane, unsigned long long m, unsigned groups,
+// ZERO_PADDING: write the packed layout's padding (once, on the way to the loads).
+template <bool ZERO_PADDING>
+__device__ __forceinline__ bool locate(const Coordinates& c, unsigned item, unsigned long long m, unsigned groups,
                                        unsigned long long row_stride, unsigned scale_rows, void* scales, Place& at) {
+  const unsigned slot = c.thread / LANES;
+  const unsigned lane = c.thread % LANES;
   if constexpr (TILED) {
-    const unsigned tiles = group_tiles(groups);
-    at.row = (static_cast<unsigned long long>(blockIdx.x / tiles) * ITEMS + item) * TILE_ROWS + slot % TILE_ROWS;
-    at.g = (blockIdx.x % tiles) * TILE_GROUPS + slot / TILE_ROWS;
-    if (PACKED && (at.row >= m || at.g >= groups) && lane == 0 && at.row < scale_rows && at.g < tiled_groups(groups))
-      // Why the word column from the tile and not from at.g, the same value: spelled alike, ptxas
-      // shared this address with the scale's own store and held it from here through the fused
-      // SiLU, 2 of its 32 registers (2026-12-04-h200-packed-padding.log). As a helper function
-      // the same expression spilled 8 bytes.
-      static_cast<unsigned char*>(scales)[((static_cast<unsigned long long>((blockIdx.x % tiles) * (TILE_GROUPS / 4) + slot / TILE_ROWS / 4) * scale_rows + at.row) * 4) + slot / TILE_ROWS % 4] = 0;
-    at.flat = at.row * groups + at.g;
-    at.x_at = at.row * row_stride + static_cast<unsigned long long>(at.g) * GROUP;
+    at.row = (c.row_tile * ITEMS + item) * TILE_ROWS + slot % TILE_ROWS;
+    at.g = c.tile_column * TILE_GROUPS + slot / TILE_ROWS;
+    if (ZERO_PADDING && PACKED && (at.row >= m || at.g >= groups) && lane == 0 && at.row < scale_rows && at.g < tiled_groups(groups))
+      static_cast<unsigned char*>(scales)[(static_cast<unsigned long long>(at.g / 4) * scale_rows + at.row) * 4 + at.g % 4] = 0;
+    at.flat = static_cast<unsigned long long>(at.row) * groups + at.g;
+    at.x_at = static_cast<unsigned long long>(at.row) * row_stride + static_cast<unsigned long long>(at.g) * GROUP;
     if constexpr (STORE_FROM_TILE) {
       const unsigned long long row_in_tile = item * TILE_ROWS + slot % TILE_ROWS;
       const unsigned g_in_tile = slot / TILE_ROWS;
@@ -263,7 +305,7 @@ __device__ __forceinline__ bool locate(unsigned item, unsigned slot, unsigned la
     }
     return at.row < m && at.g < groups;
   } else {
-    at.flat = (static_cast<unsigned long long>(blockIdx.x) * ITEMS + item) * GROUPS_PER_CTA + slot;
+    at.flat = (static_cast<unsigned long long>(c.cta) * ITEMS + item) * GROUPS_PER_CTA + slot;
     if (at.flat >= m * groups) return false;
     if (!KILN_Q_SILU && row_stride == static_cast<unsigned long long>(groups) * GROUP)
       at.x_at = at.flat * GROUP;
@@ -329,8 +371,10 @@ __device__ __forceinline__ float group_max(const float* f, unsigned mask) {
 }
 
 // One group's slice: f from the loads in `in` (with SiLU, gate then up per vector), its group max,
-// its codes, then its stores.
-__device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], const Place& at, const Tile& tile,
+// its codes, then its stores at item `item`'s place.
+__device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], unsigned item, unsigned long long m,
+                                               unsigned groups, TileDivisor tiles, unsigned long long row_stride,
+                                               const Tile& tile,
                                                unsigned lane, unsigned mask, unsigned scale_rows, float eps,
                                                unsigned char* q, void* scales) {
   float f[EPT];
@@ -349,6 +393,10 @@ __device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], const P
 
   unsigned words[EPT / 4];
   float scale;
+  Place at;
+  // Why again only on the tiles: on the flat grid the loads' place is the stores' (ptxas keeps it,
+  // and nothing spills there).
+  locate<false>(TILED ? coordinates_again(groups, tiles) : coordinates(groups, tiles), item, m, groups, row_stride, scale_rows, scales, at);
 #if KILN_Q_NAN_FREE_PATH
   // The max keeping NaN: a group without NaN (its lanes agree, so the branch is the group's) skips
   // the NaN clamp; a group with NaN takes its max again, dropping NaN, as the scale needs.
@@ -372,39 +420,42 @@ __device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], const P
 
 // x: [m, row_stride] elements (row_stride >= k, or >= 2k with SiLU); q: [m, k] bytes;
 // scales: per KILN_Q_SCALES; groups = k / GROUP; scale_rows = the M extent of column-major scales
-// (m, or m padded to 4). Every item's loads are issued before the first item is quantized.
+// (m, or m padded to 4); tiles: the tiled grids' division of the CTA index by group_tiles(groups)
+// (unused on the flat grid). Every item's loads are issued before the first item is quantized.
 extern "C" __global__ __launch_bounds__(THREADS, KILN_Q_MIN_CTAS) void per_token_group_quant(
     const void* __restrict__ x, unsigned char* __restrict__ q, void* __restrict__ scales, unsigned long long m,
-    unsigned int groups, unsigned long long row_stride, unsigned int scale_rows, float eps) {
+    unsigned int groups, unsigned long long row_stride, unsigned int scale_rows, float eps, TileDivisor tiles) {
   kiln::pdl::enter_stream_order();
+  const Coordinates where = coordinates(groups, tiles);
   const unsigned lane = threadIdx.x % LANES;
-  const unsigned slot = threadIdx.x / LANES;
   // Why this mask: a warp holds 32 / LANES groups, and only a group's own lanes exchange maxima
   // (a group's lanes always agree on whether their item exists).
   const unsigned mask = ((1u << LANES) - 1u) << ((threadIdx.x % 32u) & ~(LANES - 1u));
 
-  const Tile tile = STORE_FROM_TILE ? tile_of_cta(groups, scale_rows) : Tile{0, 0};
-  Place at[ITEMS];
+  const Tile tile = STORE_FROM_TILE ? tile_of_cta(where, groups, scale_rows) : Tile{0, 0};
   bool here[ITEMS];
   uint4 in[ITEMS][LOADS];
 #pragma unroll
   for (unsigned i = 0; i < ITEMS; ++i) {
-    here[i] = locate(i, slot, lane, m, groups, row_stride, scale_rows, scales, at[i]);
+    Place at;
+    here[i] = locate<true>(where, i, m, groups, row_stride, scale_rows, scales, at);
     if (!here[i]) continue;
-    const char* x_group = static_cast<const char*>(x) + at[i].x_at * IN_BYTES;
+    // Why, on the tiles, a pointer to the lane's run and constant offsets from it: the loads take
+    // the offsets as immediates, where an index per load cost a 64-bit address computation each.
+    // Why not on the flat grid: there ptxas gave int8 row-major 51 registers instead of 42-46 (4
+    // CTAs per SM instead of 5).
+    const char* x_group = static_cast<const char*>(x) + at.x_at * IN_BYTES;
+    const char* x_lane = static_cast<const char*>(x) + (at.x_at + element_of(0, lane)) * IN_BYTES;
 #pragma unroll
     for (unsigned w = 0; w < VECS; ++w) {
-      const unsigned element = element_of(w, lane);
-#if KILN_Q_SILU
-      in[i][2 * w] = load_stream(x_group + element * IN_BYTES);
+      const char* run = TILED ? x_lane + w * 16 : x_group + element_of(w, lane) * IN_BYTES;
+      in[i][KILN_Q_SILU ? 2 * w : w] = load_stream(run);
       // Why k elements on: the row is [gate, up], each k wide.
-      in[i][2 * w + 1] = load_stream(x_group + (static_cast<unsigned long long>(groups) * GROUP + element) * IN_BYTES);
-#else
-      in[i][w] = load_stream(x_group + element * IN_BYTES);
-#endif
+      if constexpr (KILN_Q_SILU)
+        in[i][2 * w + 1] = load_stream(run + static_cast<unsigned long long>(groups) * GROUP * IN_BYTES);
     }
   }
 #pragma unroll
   for (unsigned i = 0; i < ITEMS; ++i)
-    if (here[i]) quantize_group(in[i], at[i], tile, lane, mask, scale_rows, eps, q, scales);
+    if (here[i]) quantize_group(in[i], i, m, groups, tiles, row_stride, tile, lane, mask, scale_rows, eps, q, scales);
 }

@@ -123,20 +123,36 @@ std::uint32_t GroupQuant::items_per_slot(const QuantVariant& variant) {
   return variant.input != QuantInput::fp32 && variant.output == QuantOutput::e4m3 && fp32_scales ? 1 : 2;
 }
 
+TileDivisor TileDivisor::of(std::uint32_t d) {
+  if (d == 0 || d > 0x7FFFFFFFu) throw_invalid_argument("d", "a divisor from 1 to 2^31-1", std::to_string(d));
+  std::uint32_t log2_ceiling = 0;
+  while ((std::uint64_t{1} << log2_ceiling) < d) ++log2_ceiling;
+  // Why exact for every n < 2^31: multiplier = (2^shift + e) / d with 0 <= e < d, so
+  // n * multiplier / 2^shift = n / d + n * e / (d * 2^shift), whose second term is below 1 / d,
+  // less than what n / d lacks to the next integer.
+  const std::uint32_t shift = 31 + log2_ceiling;
+  const std::uint64_t multiplier = ((std::uint64_t{1} << shift) + d - 1) / d;
+  return {static_cast<std::uint32_t>(multiplier), shift};
+}
+
+std::uint32_t GroupQuant::tiles_per_row(const QuantVariant& variant, std::uint64_t k) {
+  if (variant.scales == QuantScales::row_major && !variant.silu_and_mul) return 0;
+  const std::uint64_t tile_groups = groups_per_cta(variant) / 4;
+  const std::uint64_t groups = groups_of(variant, k);
+  const std::uint64_t span = variant.scales == QuantScales::ue8m0_packed ? (groups + 3) / 4 * 4 : groups;
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>((span + tile_groups - 1) / tile_groups, 0xFFFFFFFFu));
+}
+
 std::array<std::uint32_t, 3> GroupQuant::grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k) {
   const std::uint64_t slots = groups_per_cta(variant);
   const std::uint64_t items = items_per_slot(variant);
-  const std::uint64_t groups = groups_of(variant, k);
-  std::uint64_t ctas = (m * groups + slots * items - 1) / (slots * items);
-  if (variant.scales != QuantScales::row_major || variant.silu_and_mul) {
-    // Tiles of TILE_ROWS * ITEMS x TILE_GROUPS (the kernel's constants and its TILED), over the
-    // padding of the packed layout too.
+  std::uint64_t ctas = (m * groups_of(variant, k) + slots * items - 1) / (slots * items);
+  if (const std::uint64_t tiles = tiles_per_row(variant, k); tiles != 0) {
+    // Tiles of TILE_ROWS * ITEMS rows (the kernel's constants and its TILED), over the packed
+    // layout's padding rows too, a row's tiles consecutive.
     const std::uint64_t tile_rows = 4 * items;
-    const std::uint64_t tile_groups = slots / 4;
-    const bool packed = variant.scales == QuantScales::ue8m0_packed;
-    const std::uint64_t rows = packed ? padded_to_4(m) : m;
-    const std::uint64_t span = packed ? (groups + 3) / 4 * 4 : groups;
-    ctas = (rows + tile_rows - 1) / tile_rows * ((span + tile_groups - 1) / tile_groups);
+    const std::uint64_t rows = variant.scales == QuantScales::ue8m0_packed ? padded_to_4(m) : m;
+    ctas = (rows + tile_rows - 1) / tile_rows * tiles;
   }
   // Why saturate: check() compares against the grid limit, and a wrapped count would pass it.
   return {static_cast<std::uint32_t>(std::min<std::uint64_t>(ctas, 0xFFFFFFFFu)), 1, 1};
@@ -222,7 +238,10 @@ QuantLaunch GroupQuant::launch(GpuBackend& gpu, const QuantArgs& args) const {
   unsigned long long row_stride = args.x_row_stride != 0 ? args.x_row_stride : dense_stride(variant_, args.k);
   auto rows = static_cast<std::uint32_t>(scale_rows(variant_, args.m));
   float eps = args.eps;
-  void* kernel_args[] = {&x, &q, &scales, &m, &groups, &row_stride, &rows, &eps};
+  const std::uint32_t tiles = tiles_per_row(variant_, args.k);
+  // check() bounds a row's groups by 2^31-1, so its tiles are a valid divisor.
+  TileDivisor tile_divisor = tiles != 0 ? TileDivisor::of(tiles) : TileDivisor{};
+  void* kernel_args[] = {&x, &q, &scales, &m, &groups, &row_stride, &rows, &eps, &tile_divisor};
   gpu.launch(done.kernel, Dim3{done.grid[0], 1, 1}, Dim3{FAMILY_THREADS, 1, 1}, 0, args.stream, kernel_args,
              quant_launch_options(args.options));
   return done;

@@ -86,6 +86,18 @@ struct QuantArgs {
 /// impossible variant, `k` not a multiple of the group, `m` > 2^31-1, or a size past 2^64 bytes.
 std::uint64_t quant_scales_bytes(const QuantVariant& variant, std::uint64_t m, std::uint64_t k);
 
+/// floor(n / d) for every n < 2^31 as (n * multiplier) >> shift, with the product in 64 bits: the
+/// family kernel divides its CTA index by a row's tile count this way (the kernel's TileDivisor).
+struct TileDivisor {
+  std::uint32_t multiplier = 0;
+  std::uint32_t shift = 0;
+  /// d from 1 to 2^31 - 1: shift = 31 + ceil(log2 d), multiplier = ceil(2^shift / d), below 2^32.
+  static TileDivisor of(std::uint32_t d);
+  std::uint32_t divide(std::uint32_t n) const noexcept {
+    return static_cast<std::uint32_t>((static_cast<std::uint64_t>(n) * multiplier) >> shift);
+  }
+};
+
 /// How one call runs.
 struct QuantLaunch {
   bool noop = false;          ///< m == 0 or k == 0: nothing launched
@@ -135,6 +147,9 @@ class GroupQuant {
   /// scales tiles of 4 * items_per_slot rows by groups_per_cta / 4 groups (over m padded to 4 and G
   /// padded to 4 for the packed layout, whose padding the tiles write as zeros).
   static std::array<std::uint32_t, 3> grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k);
+  /// The tiles a row spans on the tiled grids (a CTA's row tile is its index divided by this),
+  /// ceil(G / (groups_per_cta / 4)) over G padded to 4 for the packed layout; 0 on the flat grid.
+  static std::uint32_t tiles_per_row(const QuantVariant& variant, std::uint64_t k);
 
  private:
   QuantVariant variant_;
