@@ -227,8 +227,8 @@ __device__ __forceinline__ unsigned group_tiles(unsigned groups) {
 // of the 72-79 instructions before a thread's first load (fused SiLU). On the H200 with PDL, against
 // the division, in one session (bench/results/2026-12-05-h200-ab-divisor.md): the 16-bit fused SiLU
 // 2.5% faster at M*K >= 32M (bf16 group 128 column-major at 2048 x 18432: 88% -> 90-91% of the copy
-// ceiling), the tiled variants 2-7% faster at M <= 16, but 1-15% slower at about one wave of CTAs
-// (2048 x 2048, 128 x 18432). Why not a 2-D grid, which
+// ceiling), the tiled variants 2-7% faster at M <= 16, but at about one wave of CTAs (2048 x 2048,
+// 128 x 18432) the median variant 1.5-1.7% slower, the worst 15%. Why not a 2-D grid, which
 // needs no division either: the same kernel on (a row's tiles, row tiles) was 3-7% slower at
 // shapes of about one wave (16-bit SiLU at 2048 x 2048 and 128 x 18432, H100 with PDL,
 // bench/results/2026-12-05-h100-bench-gpu-pdl-grid2d.log).
