@@ -3,7 +3,7 @@
 //   KILN_BENCH_KERNEL 0: the family (per_token_group_quant.cu) with its KILN_Q_* parameters and
 //                     KILN_Q_ITEMS (groups per slot); 1: the shared kernel; 2: the Hopper twin
 //   KILN_NO_GRID_DEPENDENCY  the kernel without griddepcontrol (kernels_src/common/grid_dependency.cuh)
-// bench/family_geometry.sh builds the set (nvcc -O3 -std=c++17 -arch=sm_90a -I kernels_src/common)
+// bench/family_geometry.sh builds the set (nvcc -O3 -std=c++17 -arch=sm_90a -I kernels_src/common -I include)
 // and runs it on the GPU. Each run prints, per shape, the median time per launch, GB/s, the fraction
 // of the copy ceiling and an FNV-1a hash of q and the scales, so builds of one variant can be compared
 // byte for byte. Grids are kiln's (kiln::ops::GroupQuant::grid, fp8_quant_grid) for the geometry built.
@@ -15,6 +15,7 @@
 #include <string>
 
 #include "geometry_harness.cuh"
+#include "kiln/ops/tile_divisor.hpp"
 
 #ifndef KILN_BENCH_KERNEL
 #define KILN_BENCH_KERNEL 0
@@ -139,13 +140,10 @@ void run(unsigned m, unsigned k, double ceiling) {
   }
   const Launch shape = geometry(m, k);
 #if KILN_BENCH_KERNEL == 0
-  // kiln::ops::TileDivisor::of(group_tiles): shift 31 + ceil(log2 d), multiplier ceil(2^shift / d).
   const size_t span = PACKED ? (groups + 3) / 4 * 4 : groups;
-  const unsigned long long tiles_per_row = TILED ? (span + TILE_GROUPS - 1) / TILE_GROUPS : 1;
-  unsigned log2_ceiling = 0;
-  while ((1ull << log2_ceiling) < tiles_per_row) ++log2_ceiling;
-  const TileDivisor tiles{static_cast<unsigned>(((1ull << (31 + log2_ceiling)) + tiles_per_row - 1) / tiles_per_row),
-                          31 + log2_ceiling};
+  const auto tiles_per_row = static_cast<std::uint32_t>(TILED ? (span + TILE_GROUPS - 1) / TILE_GROUPS : 1);
+  const kiln::ops::TileDivisor divisor = kiln::ops::TileDivisor::of_valid(tiles_per_row);
+  const TileDivisor tiles{divisor.multiplier, divisor.shift};
 #endif
   const auto launch = [&](int set) {
 #if KILN_BENCH_KERNEL == 0

@@ -109,7 +109,7 @@ for config in "${configs[@]}"; do
   case $mode in
     build)
       # shellcheck disable=SC2086 # flags are words
-      nvcc -O3 -std=c++17 -arch=sm_90a -I "$root/kernels_src/common" $flags "$root/bench/family_geometry.cu" \
+      nvcc -O3 -std=c++17 -arch=sm_90a -I "$root/kernels_src/common" -I "$root/include" $flags "$root/bench/family_geometry.cu" \
         -o "$dir/$name" &
       # Why two at a time: the CPU machine has two cores.
       while [ "$(jobs -rp | wc -l)" -ge "${NVCC_JOBS:-2}" ]; do wait -n; done

@@ -124,15 +124,8 @@ std::uint32_t GroupQuant::items_per_slot(const QuantVariant& variant) {
 }
 
 TileDivisor TileDivisor::of(std::uint32_t d) {
-  if (d == 0 || d > 0x7FFFFFFFu) throw_invalid_argument("d", "a divisor from 1 to 2^31-1", std::to_string(d));
-  std::uint32_t log2_ceiling = 0;
-  while ((std::uint64_t{1} << log2_ceiling) < d) ++log2_ceiling;
-  // Why exact for every n < 2^31: multiplier = (2^shift + e) / d with 0 <= e < d, so
-  // n * multiplier / 2^shift = n / d + n * e / (d * 2^shift), whose second term is below 1 / d,
-  // less than what n / d lacks to the next integer.
-  const std::uint32_t shift = 31 + log2_ceiling;
-  const std::uint64_t multiplier = ((std::uint64_t{1} << shift) + d - 1) / d;
-  return {static_cast<std::uint32_t>(multiplier), shift};
+  if (d == 0 || d > max_divisor) throw_invalid_argument("d", "a divisor from 1 to 2^31-1", std::to_string(d));
+  return of_valid(d);
 }
 
 std::uint32_t GroupQuant::tiles_per_row(const QuantVariant& variant, std::uint64_t k) {
@@ -240,7 +233,7 @@ QuantLaunch GroupQuant::launch(GpuBackend& gpu, const QuantArgs& args) const {
   float eps = args.eps;
   const std::uint32_t tiles = tiles_per_row(variant_, args.k);
   // check() bounds a row's groups by 2^31-1, so its tiles are a valid divisor.
-  TileDivisor tile_divisor = tiles != 0 ? TileDivisor::of(tiles) : TileDivisor{};
+  TileDivisor tile_divisor = tiles != 0 ? TileDivisor::of_valid(tiles) : TileDivisor{};
   void* kernel_args[] = {&x, &q, &scales, &m, &groups, &row_stride, &rows, &eps, &tile_divisor};
   gpu.launch(done.kernel, Dim3{done.grid[0], 1, 1}, Dim3{FAMILY_THREADS, 1, 1}, 0, args.stream, kernel_args,
              quant_launch_options(args.options));

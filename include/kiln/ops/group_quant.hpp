@@ -23,6 +23,7 @@
 
 #include "kiln/kernel_handle.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
+#include "kiln/ops/tile_divisor.hpp"
 
 namespace kiln {
 class GpuBackend;
@@ -85,18 +86,6 @@ struct QuantArgs {
 /// Bytes of the scales buffer for `(m, k)`: what the caller allocates. Throws kiln::Error for an
 /// impossible variant, `k` not a multiple of the group, `m` > 2^31-1, or a size past 2^64 bytes.
 std::uint64_t quant_scales_bytes(const QuantVariant& variant, std::uint64_t m, std::uint64_t k);
-
-/// floor(n / d) for every n < 2^31 as (n * multiplier) >> shift, with the product in 64 bits: the
-/// family kernel divides its CTA index by a row's tile count this way (the kernel's TileDivisor).
-struct TileDivisor {
-  std::uint32_t multiplier = 0;
-  std::uint32_t shift = 0;
-  /// d from 1 to 2^31 - 1: shift = 31 + ceil(log2 d), multiplier = ceil(2^shift / d), below 2^32.
-  static TileDivisor of(std::uint32_t d);
-  std::uint32_t divide(std::uint32_t n) const noexcept {
-    return static_cast<std::uint32_t>((static_cast<std::uint64_t>(n) * multiplier) >> shift);
-  }
-};
 
 /// How one call runs.
 struct QuantLaunch {
