@@ -19,10 +19,10 @@ struct TileDivisor {
   static TileDivisor of(std::uint32_t d);
 
   /// of() without its range check, for a d known to be from 1 to max_divisor: shift = 31 +
-  /// ceil(log2 d), multiplier = ceil(2^shift / d), below 2^32.
+  /// ceil(log2 d), multiplier = ceil(2^shift / d), below 2^32. Runs on every tiled launch, hence
+  /// a count of leading zeros for the logarithm rather than a loop.
   static constexpr TileDivisor of_valid(std::uint32_t d) noexcept {
-    std::uint32_t log2_ceiling = 0;
-    while ((std::uint64_t{1} << log2_ceiling) < d) ++log2_ceiling;
+    const std::uint32_t log2_ceiling = d == 1 ? 0 : 32 - static_cast<std::uint32_t>(__builtin_clz(d - 1));
     // Why exact for every n < 2^31: multiplier = (2^shift + e) / d with 0 <= e < d, so
     // n * multiplier / 2^shift = n / d + n * e / (d * 2^shift), whose second term is below 1 / d,
     // less than what n / d lacks to the next integer.
