@@ -85,11 +85,21 @@ static_assert(TILE_GROUPS % 4 == 0, "a tile's groups fill whole words of the pac
 #ifndef KILN_Q_ITEMS
 #define KILN_Q_ITEMS (KILN_Q_ONE_GROUP_EIGHT_CTAS ? 1 : 2)
 #endif
+// The fused SiLU variants that spill 8-16 bytes in the 32 registers of 8 CTAs: fp16 input with
+// column-major scales, and int8 with row-major scales (groups 64 and 128; ptxas, sm_90a). Why 6
+// CTAs (40 registers, no spill) for them: on an H100 every one of their points got faster, 0.2-2.1%
+// at M*K >= 32M and 0.5-10% below, the other 164 variants level (alternating kiln bench rounds,
+// bench/results/2026-12-06-h100-silu-spill-ab.md). Unmeasured on the H200, where 6 CTAs lost 0-3
+// points to 8 for the bf16 column-major SiLU before the tiles lost their division (2026-12-04).
+#define KILN_Q_SILU_SPILLS_AT_EIGHT_CTAS                                                    \
+  (KILN_Q_SILU && KILN_Q_GROUP != 32 && KILN_Q_IN != 2 &&                                   \
+   ((KILN_Q_IN == 1 && (KILN_Q_SCALES == 1 || KILN_Q_SCALES == 2)) || (KILN_Q_OUT == 1 && KILN_Q_SCALES == 0)))
 #ifndef KILN_Q_MIN_CTAS
 // Why only where 8 x 256 threads fit on an SM (sm_80, sm_90 and later); elsewhere ptxas warns and
 // ignores it.
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 800 || __CUDA_ARCH__ >= 900)
-#define KILN_Q_MIN_CTAS (KILN_Q_TWO_LANE_SILU ? 4 : KILN_Q_ONE_GROUP_EIGHT_CTAS ? 8 : 1)
+#define KILN_Q_MIN_CTAS \
+  (KILN_Q_TWO_LANE_SILU ? 4 : KILN_Q_SILU_SPILLS_AT_EIGHT_CTAS ? 6 : KILN_Q_ONE_GROUP_EIGHT_CTAS ? 8 : 1)
 #else
 #define KILN_Q_MIN_CTAS 1
 #endif
