@@ -11,6 +11,7 @@
 #       libkiln ahead of .carry/lib (spdlog, fmt, xxhash, hiredis) and a fresh cache folder; logs
 #       to $OUT/bench-<hash>-<round>.log (OUT defaults to ./bench-out). Runs them all, then exits
 #       1 if any failed. KILN_PDL=1 and the like pass through the environment.
+#   Then bench/variants_ab.py compares the builds' variants tables from those logs.
 set -euo pipefail
 usage="usage: bench/revisions_ab.sh build DIR REV... | run DIR ROUNDS [KILN BENCH ARGUMENTS...]"
 mode=${1:?$usage}
