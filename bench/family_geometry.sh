@@ -59,6 +59,10 @@ configs=(
   "int8row128_i1_occ8:$(family 0 128 1 0 0 0) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
   "fp32row128_i2:$(family 2 128 0 0 0 0) -DKILN_Q_ITEMS=2"
   "fp32row128_i1_occ8:$(family 2 128 0 0 0 0) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
+  # One group per slot against the two the variants below ship with, across M (2026-12-06, H100).
+  "silu32row_i1_occ4:$(family 0 32 0 0 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=4"
+  "int8silu32col_i1_occ6:$(family 0 32 1 1 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=6"
+  "int8col32_i1_occ8:$(family 0 32 1 1 0 0) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8"
   # Row-major scales with SiLU on the column-major tiles (2026-12-04: column-major SiLU 85-90% at
   # 32768 x 7168 where row-major took 77-87%).
   "silu128_i1_occ8_tiled:$(family 0 128 0 0 0 1) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=8 -DKILN_Q_TILED=1"
