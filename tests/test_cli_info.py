@@ -27,10 +27,11 @@ def parsed(done):
 
 
 def test_bad_arch(kiln, env):
-    env = {**env, 'KILN_ARCH': 'garbage'}
+    env = {**env, 'KILN_ARCH': 'garbage', 'KILN_Q_ONE_GROUP': '0'}
     done = info(kiln, env)
     check(done.returncode == 1, f'a bad KILN_ARCH: exit 1 (got {done.returncode})', done.stderr)
-    for part in ('NVRTC ', 'driver:', 'disk cache:', 'levers:', 'KILN_ARCH=garbage', 'embedded modules:'):
+    for part in ('NVRTC ', 'driver:', 'disk cache:', 'levers:', 'KILN_ARCH=garbage', 'KILN_Q_ONE_GROUP=0 KILN_PDL=0',
+                 'embedded modules:'):
         check(part in done.stdout, f'info still reports {part!r}', done.stdout)
     check("KILN_ARCH: invalid 'garbage'" in done.stderr and 'sm_XY[a]' in done.stderr and '90' in done.stderr,
           'the bad setting is named with what is expected and the archs NVRTC supports', done.stderr)
@@ -43,6 +44,7 @@ def test_bad_arch(kiln, env):
     check('driver' in report and 'disk_cache' in report and 'counters' in report, 'JSON reports the rest')
     check(report.get('default_target', '') is None, f"no default target ({report.get('default_target')})")
     check(report.get('levers', {}).get('KILN_ARCH') == 'garbage', f"the lever shows the value ({report.get('levers')})")
+    check(report.get('levers', {}).get('KILN_Q_ONE_GROUP') is False, f"the pick's lever shows off ({report.get('levers')})")
     problems = report.get('problems', [])
     check(len(problems) == 1 and problems[0].startswith("KILN_ARCH: invalid 'garbage'"), 'JSON lists the problem',
           problems)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "error_of.hpp"
+#include "jit/registry.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kiln.h"
 #include "kiln/ops/group_quant.hpp"
@@ -278,4 +279,67 @@ TEST_CASE("C ABI: without a GPU a variant is unavailable, and bad arguments are 
         KILN_ERROR_UNAVAILABLE);
   CHECK(kiln_quant(service, &params, nullptr, nullptr, nullptr, 0, 128, nullptr) == KILN_OK);  // no-op
   kiln_service_destroy(service);
+}
+
+TEST_CASE("a variant that ships two groups per slot takes its one-group kernel while the grid is small") {
+  QuantVariant int8{};
+  int8.output = QuantOutput::int8;  // bf16 group 128: 32 slots a CTA, two groups each
+  REQUIRE(GroupQuant::items_per_slot(int8) == 2);
+  // 56 groups a row: the one-group grid is 56 * m / 32 CTAs; within 64 per SM of 132 up to m = 4826.
+  const QuantSlotPick small = GroupQuant::pick_with(int8, true, 16, 7168, 132);
+  CHECK(small.one_group);
+  CHECK(small.items == 1);
+  CHECK(small.grid == GroupQuant::grid(int8, 16, 7168, 1));
+  CHECK(small.grid == std::array<std::uint32_t, 3>{28, 1, 1});
+  CHECK(small.reason == QuantSlotReason::small_grid);
+  const QuantSlotPick edge = GroupQuant::pick_with(int8, true, 4825, 7168, 132);  // 8444 CTAs
+  CHECK(edge.one_group);
+  const QuantSlotPick large = GroupQuant::pick_with(int8, true, 8192, 7168, 132);  // 14336 one-group CTAs
+  CHECK_FALSE(large.one_group);
+  CHECK(large.items == 2);
+  CHECK(large.grid == GroupQuant::grid(int8, 8192, 7168));
+  CHECK(large.reason == QuantSlotReason::large_grid);
+  // The ceiling exactly: k = 4096 is 32 groups a row, one CTA a row with one group per slot.
+  CHECK(GroupQuant::pick_with(int8, true, 64, 4096, 1).one_group);
+  CHECK(GroupQuant::pick_with(int8, true, 65, 4096, 1).reason == QuantSlotReason::large_grid);
+  // The reasons in their order: a variant with one kernel, then the lever, then the SM count.
+  CHECK(GroupQuant::pick_with(QuantVariant{}, false, 16, 7168, 0).reason == QuantSlotReason::one_kernel);
+  CHECK(GroupQuant::pick_with(int8, false, 16, 7168, 0).reason == QuantSlotReason::lever_off);
+  CHECK(GroupQuant::pick_with(int8, true, 16, 7168, 0).reason == QuantSlotReason::sm_count_unknown);
+  CHECK(GroupQuant::pick_with(int8, false, 16, 7168, 132).grid == GroupQuant::grid(int8, 16, 7168));
+  // The caller's choice: either kernel of a two-kernel variant, the only one of the others.
+  CHECK(GroupQuant::chosen(int8, true, 8192, 7168).grid == GroupQuant::grid(int8, 8192, 7168, 1));
+  CHECK(GroupQuant::chosen(int8, false, 16, 7168).items == 2);
+  CHECK(GroupQuant::chosen(int8, true, 16, 7168).reason == QuantSlotReason::chosen);
+  const QuantSlotPick only = GroupQuant::chosen(QuantVariant{}, true, 16, 7168);
+  CHECK_FALSE(only.one_group);
+  CHECK(only.reason == QuantSlotReason::one_kernel);
+  CHECK(to_string(QuantSlotReason::small_grid) == "one group per slot: its grid is within 64 CTAs per SM");
+}
+
+TEST_CASE("every pick's grid is its kernel's, and only variants whose module has two kernels take the one-group one") {
+  const std::vector<std::pair<std::uint64_t, std::uint64_t>> shapes = {{1, 128},     {5, 384},     {16, 7168},
+                                                                       {2048, 7168}, {8192, 7168}, {32768, 18432}};
+  std::size_t one_group = 0, variants = 0, two_kernels = 0;
+  for (const QuantVariant& v : every_quant_variant()) {
+    ++variants;
+    // The module exports the one-group kernel exactly where the grid rule says it has two.
+    const KernelSource* source = find_module(v.module_name());
+    REQUIRE(source != nullptr);
+    const bool exports =
+        std::count(source->entries.begin(), source->entries.end(), std::string(QUANT_ONE_GROUP_ENTRY)) == 1;
+    CHECK(exports == (GroupQuant::items_per_slot(v) == 2));
+    two_kernels += exports;
+    for (const auto& [m, k] : shapes) {
+      if (k % v.group != 0) continue;
+      const QuantSlotPick pick = GroupQuant::pick_with(v, true, m, k, 132);
+      INFO(v.module_name() << " m=" << m << " k=" << k);
+      CHECK(pick.grid == GroupQuant::grid(v, m, k, pick.items));
+      CHECK(pick.one_group == (pick.items == 1 && GroupQuant::items_per_slot(v) == 2));
+      one_group += pick.one_group;
+    }
+  }
+  CHECK(variants == 180);
+  CHECK(two_kernels == 72);
+  CHECK(one_group > 0);
 }

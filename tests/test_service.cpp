@@ -180,3 +180,32 @@ TEST_CASE("the seed variant without its family module: prepare says so, and such
     CHECK(error.context().call.empty());
   }
 }
+
+TEST_CASE("a two-kernel variant launches its one-group kernel on a small grid and its shipped one on a large") {
+  Fixture f;  // 132 SMs
+  ops::QuantVariant int8;
+  int8.output = ops::QuantOutput::int8;
+  const ops::GroupQuant quant = f.service->group_quant(int8);
+  REQUIRE(quant.available());
+  ops::QuantArgs call = seed_call(7168);
+  call.m = 16;
+  const ops::QuantLaunch small = quant.launch(f.service->gpu(), call);
+  CHECK(small.slots.one_group);
+  CHECK(small.kernel != quant.kernel());
+  call.m = 8192;
+  const ops::QuantLaunch large = quant.launch(f.service->gpu(), call);
+  CHECK_FALSE(large.slots.one_group);
+  CHECK(large.kernel == quant.kernel());
+  const ops::QuantLaunch forced = quant.launch_with(f.service->gpu(), call, true);
+  CHECK(forced.slots.reason == ops::QuantSlotReason::chosen);
+  const auto launches = f.fake.launches();
+  REQUIRE(launches.size() == 3);
+  // One module, both entries: no second compile or load for the one-group kernel.
+  CHECK(f.files.provided("per_token_group_quant-bf16-g128-int8-row") == 1);
+  CHECK(launches[0].entry == "per_token_group_quant_one_group");
+  CHECK(launches[0].grid[0] == 16 * 56 / 32);
+  CHECK(launches[1].entry == "per_token_group_quant");
+  CHECK(launches[1].grid[0] == 8192 * 56 / 64);
+  CHECK(launches[2].entry == "per_token_group_quant_one_group");
+  CHECK(launches[2].grid[0] == 8192 * 56 / 32);
+}

@@ -19,6 +19,8 @@
 #include "info_deploy.hpp"
 #include "jit/registry.hpp"
 #include "kiln/ops/fp8_act_quant_floor.hpp"
+#include "kiln/ops/group_quant_pick.hpp"
+#include "kiln/ops/quant_launch_options.hpp"
 #include "kiln/version.hpp"
 
 namespace kiln::cli {
@@ -117,7 +119,8 @@ nlohmann::json info_json() {
       {"disk_cache", {{"mode", std::string(to_string(status.mode))}, {"dir", status.dir}, {"reason", status.reason},
                       {"max_bytes", cache->config().max_bytes}}},
       {"levers",
-       {{"KILN_FP8_ACT_QUANT_HOPPER", ops::fp8_act_quant_hopper_enabled()}, {"KILN_LINEINFO", lineinfo_from_env()},
+       {{"KILN_FP8_ACT_QUANT_HOPPER", ops::fp8_act_quant_hopper_enabled()}, {"KILN_Q_ONE_GROUP", ops::quant_one_group_lever()},
+        {"KILN_PDL", ops::pdl_lever()}, {"KILN_LINEINFO", lineinfo_from_env()},
         {"KILN_ARCH", arch.target ? arch.target->name() : env_value("KILN_ARCH").value_or("")}}},
       {"remote_cache", {{"enabled", remote_status.enabled}, {"endpoint", remote_status.endpoint},
                         {"signed", remote_status.signed_entries}, {"reason", remote_status.reason}}},
@@ -175,8 +178,9 @@ void print_info(const nlohmann::json& info) {
                               ? info["devices"][0]["target"].get<std::string>()
                               : info["default_target"].is_null() ? std::string() : info["default_target"].get<std::string>());
   const auto& levers = info["levers"];
-  std::printf("levers: KILN_FP8_ACT_QUANT_HOPPER=%d KILN_LINEINFO=%d KILN_ARCH=%s\n",
-              levers["KILN_FP8_ACT_QUANT_HOPPER"].get<bool>() ? 1 : 0, levers["KILN_LINEINFO"].get<bool>() ? 1 : 0,
+  std::printf("levers: KILN_FP8_ACT_QUANT_HOPPER=%d KILN_Q_ONE_GROUP=%d KILN_PDL=%d KILN_LINEINFO=%d KILN_ARCH=%s\n",
+              levers["KILN_FP8_ACT_QUANT_HOPPER"].get<bool>() ? 1 : 0, levers["KILN_Q_ONE_GROUP"].get<bool>() ? 1 : 0,
+              levers["KILN_PDL"].get<bool>() ? 1 : 0, levers["KILN_LINEINFO"].get<bool>() ? 1 : 0,
               levers["KILN_ARCH"].get<std::string>().empty() ? "(unset)" : levers["KILN_ARCH"].get<std::string>().c_str());
 }
 

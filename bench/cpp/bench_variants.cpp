@@ -18,21 +18,6 @@ namespace {
 
 constexpr double LARGE_ELEMENTS = 32e6;  // "M*K >= 32M", as the arms table reads it
 
-std::vector<ops::QuantVariant> every_variant() {
-  std::vector<ops::QuantVariant> all;
-  for (auto input : {ops::QuantInput::bf16, ops::QuantInput::fp16, ops::QuantInput::fp32})
-    for (std::uint32_t group : {32u, 64u, 128u})
-      for (auto output : {ops::QuantOutput::e4m3, ops::QuantOutput::int8})
-        for (auto scales : {ops::QuantScales::row_major, ops::QuantScales::column_major,
-                            ops::QuantScales::column_major_tma, ops::QuantScales::ue8m0_packed})
-          for (bool ue8m0 : {false, true})
-            for (bool silu : {false, true}) {
-              const ops::QuantVariant variant{input, group, output, scales, ue8m0, silu};
-              if (variant.refusal().empty()) all.push_back(variant);
-            }
-  return all;
-}
-
 std::size_t rounded(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // One variant's buffers at (m, k), in enough copies to span twice the L2.
@@ -79,7 +64,7 @@ void run_variants(const BenchPlan& plan, GpuSession& gpu, double ceiling_gbps, R
   table.title = "variants: every variant of the quantizer family, median us per launch and fraction of the copy "
                 "ceiling (" + std::to_string(plan.variant_launches) +
                 " launches in batches of 10 behind a spin, inputs rotated over 2x L2); bytes = input read + codes + "
-                "scales written" +
+                "scales written; '1g': the pick ran the one-group-per-slot kernel of a variant that ships two" +
                 // Why said in the title: with the lever each launch of a batch starts while the one
                 // before drains, which the copy rows cannot do.
                 std::string(ops::pdl_lever() ? "; variants launched with PDL (KILN_PDL=1), the copies without" : "");
@@ -102,7 +87,7 @@ void run_variants(const BenchPlan& plan, GpuSession& gpu, double ceiling_gbps, R
   }
   double worst = std::numeric_limits<double>::infinity();
   std::string worst_at;
-  for (const ops::QuantVariant& v : every_variant()) {
+  for (const ops::QuantVariant& v : ops::every_quant_variant()) {
     const ops::GroupQuant quant = gpu.service().group_quant(v);
     if (!quant.available()) throw_error("bench: variant " + v.module_name() + " did not load");
     for (std::uint32_t k : variant_ks()) {
@@ -110,12 +95,17 @@ void run_variants(const BenchPlan& plan, GpuSession& gpu, double ceiling_gbps, R
       nlohmann::json record{{"variant", v.module_name()}, {"k", k}, {"points", nlohmann::json::array()}};
       for (std::uint32_t m : variant_ms()) {
         VariantBuffers buffers(gpu, v, m, k);
+        bool one_group = false;
         const double us = time_launches_us(
-            gpu, [&] { quant.launch(gpu.backend(), buffers.next(m, k, gpu.stream())); }, plan.variant_launches,
-            v.module_name() + " M=" + std::to_string(m) + " K=" + std::to_string(k));
+            gpu, [&] { one_group = quant.launch(gpu.backend(), buffers.next(m, k, gpu.stream())).slots.one_group; },
+            plan.variant_launches, v.module_name() + " M=" + std::to_string(m) + " K=" + std::to_string(k));
         const double fraction = moved_bytes(v, m, k) / (us * 1e-6) / 1e9 / ceiling_gbps;
-        cells.push_back(fixed(us, 2) + " (" + fixed(100 * fraction, 0) + "%)");
-        record["points"].push_back({{"m", m}, {"us", us}, {"of_ceiling", fraction}, {"bytes", moved_bytes(v, m, k)}});
+        cells.push_back(fixed(us, 2) + " (" + fixed(100 * fraction, 0) + "%)" + (one_group ? " 1g" : ""));
+        record["points"].push_back({{"m", m},
+                                    {"us", us},
+                                    {"of_ceiling", fraction},
+                                    {"bytes", moved_bytes(v, m, k)},
+                                    {"one_group", one_group}});
         if (static_cast<double>(m) * k >= LARGE_ELEMENTS && fraction < worst) {
           worst = fraction;
           worst_at = v.module_name() + " at " + std::to_string(m) + " x " + std::to_string(k);

@@ -104,7 +104,6 @@ static_assert(TILE_GROUPS % 4 == 0, "a tile's groups fill whole words of the pac
 #define KILN_Q_MIN_CTAS 1
 #endif
 #endif
-constexpr unsigned ITEMS = KILN_Q_ITEMS;
 // Whether a group is stored once, after the NaN branch, at addresses from its CTA's tile base (the
 // same for the whole CTA, so it lives in uniform registers) plus the thread's offset in the tile,
 // rather than in each branch from the group's row and index. Why for the fused SiLU with fp32
@@ -279,6 +278,7 @@ struct Tile {
   unsigned long long q;
   unsigned long long scale;
 };
+template <unsigned ITEMS>
 __device__ __forceinline__ Tile tile_of_cta(const Coordinates& c, unsigned groups, unsigned scale_rows) {
   const unsigned long long row = static_cast<unsigned long long>(c.row_tile) * ITEMS * TILE_ROWS;
   const unsigned g = c.tile_column * TILE_GROUPS;
@@ -295,7 +295,7 @@ __device__ __forceinline__ Tile tile_of_cta(const Coordinates& c, unsigned group
 // (bf16 group 128, two groups per slot: 92% -> 97% at 32768 x 7168, 81% -> 87% at 2048 x 18432;
 // 2026-12-04-h200-family-dense.log).
 // ZERO_PADDING: write the packed layout's padding (once, on the way to the loads).
-template <bool ZERO_PADDING>
+template <unsigned ITEMS, bool ZERO_PADDING>
 __device__ __forceinline__ bool locate(const Coordinates& c, unsigned item, unsigned long long m, unsigned groups,
                                        unsigned long long row_stride, unsigned scale_rows, void* scales, Place& at) {
   const unsigned slot = c.thread / LANES;
@@ -382,6 +382,7 @@ __device__ __forceinline__ float group_max(const float* f, unsigned mask) {
 
 // One group's slice: f from the loads in `in` (with SiLU, gate then up per vector), its group max,
 // its codes, then its stores at item `item`'s place.
+template <unsigned ITEMS>
 __device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], unsigned item, unsigned long long m,
                                                unsigned groups, TileDivisor tiles, unsigned long long row_stride,
                                                const Tile& tile,
@@ -406,7 +407,7 @@ __device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], unsigne
   Place at;
   // Why again only on the tiles: on the flat grid the loads' place is the stores' (ptxas keeps it,
   // and nothing spills there).
-  locate<false>(TILED ? coordinates_again(groups, tiles) : coordinates(groups, tiles), item, m, groups, row_stride, scale_rows, scales, at);
+  locate<ITEMS, false>(TILED ? coordinates_again(groups, tiles) : coordinates(groups, tiles), item, m, groups, row_stride, scale_rows, scales, at);
 #if KILN_Q_NAN_FREE_PATH
   // The max keeping NaN: a group without NaN (its lanes agree, so the branch is the group's) skips
   // the NaN clamp; a group with NaN takes its max again, dropping NaN, as the scale needs.
@@ -426,15 +427,12 @@ __device__ __forceinline__ void quantize_group(const uint4 (&in)[LOADS], unsigne
   }
   store_group(words, scale, at, tile, lane, scale_rows, q, scales);
 }
-}  // namespace
-
-// x: [m, row_stride] elements (row_stride >= k, or >= 2k with SiLU); q: [m, k] bytes;
-// scales: per KILN_Q_SCALES; groups = k / GROUP; scale_rows = the M extent of column-major scales
-// (m, or m padded to 4); tiles: the tiled grids' division of the CTA index by group_tiles(groups)
-// (unused on the flat grid). Every item's loads are issued before the first item is quantized.
-extern "C" __global__ __launch_bounds__(THREADS, KILN_Q_MIN_CTAS) void per_token_group_quant(
-    const void* __restrict__ x, unsigned char* __restrict__ q, void* __restrict__ scales, unsigned long long m,
-    unsigned int groups, unsigned long long row_stride, unsigned int scale_rows, float eps, TileDivisor tiles) {
+// Every item's loads are issued before the first item is quantized.
+template <unsigned ITEMS>
+__device__ __forceinline__ void quantize_slot(const void* __restrict__ x, unsigned char* __restrict__ q,
+                                              void* __restrict__ scales, unsigned long long m, unsigned groups,
+                                              unsigned long long row_stride, unsigned scale_rows, float eps,
+                                              TileDivisor tiles) {
   kiln::pdl::enter_stream_order();
   const Coordinates where = coordinates(groups, tiles);
   const unsigned lane = threadIdx.x % LANES;
@@ -442,13 +440,13 @@ extern "C" __global__ __launch_bounds__(THREADS, KILN_Q_MIN_CTAS) void per_token
   // (a group's lanes always agree on whether their item exists).
   const unsigned mask = ((1u << LANES) - 1u) << ((threadIdx.x % 32u) & ~(LANES - 1u));
 
-  const Tile tile = STORE_FROM_TILE ? tile_of_cta(where, groups, scale_rows) : Tile{0, 0};
+  const Tile tile = STORE_FROM_TILE ? tile_of_cta<ITEMS>(where, groups, scale_rows) : Tile{0, 0};
   bool here[ITEMS];
   uint4 in[ITEMS][LOADS];
 #pragma unroll
   for (unsigned i = 0; i < ITEMS; ++i) {
     Place at;
-    here[i] = locate<true>(where, i, m, groups, row_stride, scale_rows, scales, at);
+    here[i] = locate<ITEMS, true>(where, i, m, groups, row_stride, scale_rows, scales, at);
     if (!here[i]) continue;
     // Why, on the tiles, a pointer to the lane's run and constant offsets from it: the loads take
     // the offsets as immediates, where an index per load cost a 64-bit address computation each.
@@ -467,5 +465,30 @@ extern "C" __global__ __launch_bounds__(THREADS, KILN_Q_MIN_CTAS) void per_token
   }
 #pragma unroll
   for (unsigned i = 0; i < ITEMS; ++i)
-    if (here[i]) quantize_group(in[i], i, m, groups, tiles, row_stride, tile, lane, mask, scale_rows, eps, q, scales);
+    if (here[i]) quantize_group<ITEMS>(in[i], i, m, groups, tiles, row_stride, tile, lane, mask, scale_rows, eps, q, scales);
 }
+}  // namespace
+
+// x: [m, row_stride] elements (row_stride >= k, or >= 2k with SiLU); q: [m, k] bytes;
+// scales: per KILN_Q_SCALES; groups = k / GROUP; scale_rows = the M extent of column-major scales
+// (m, or m padded to 4); tiles: the tiled grids' division of the CTA index by group_tiles(groups)
+// (unused on the flat grid). KILN_Q_ITEMS groups per slot.
+extern "C" __global__ __launch_bounds__(THREADS, KILN_Q_MIN_CTAS) void per_token_group_quant(
+    const void* __restrict__ x, unsigned char* __restrict__ q, void* __restrict__ scales, unsigned long long m,
+    unsigned int groups, unsigned long long row_stride, unsigned int scale_rows, float eps, TileDivisor tiles) {
+  quantize_slot<KILN_Q_ITEMS>(x, q, scales, m, groups, row_stride, scale_rows, eps, tiles);
+}
+
+#if KILN_Q_ITEMS == 2
+// The same with one group per slot, on twice the CTAs: in the modules of the variants that ship two
+// (src/jit/families.cpp lists it for them), taken while the grid is small
+// (kiln::ops::GroupQuant::pick_with). Why: with two a slot each thread quantizes its groups one after
+// the other, and while the grid is under a few waves that serial work is the kernel's time; one
+// group was 8-24% faster at 16-128 rows for the two-lane SiLU, packed and int8 group 32, and level
+// from M*K >= 32M (H100, bench/results/2026-12-06-h100-family-items.md), where two won on the H200.
+extern "C" __global__ __launch_bounds__(THREADS, KILN_Q_MIN_CTAS) void per_token_group_quant_one_group(
+    const void* __restrict__ x, unsigned char* __restrict__ q, void* __restrict__ scales, unsigned long long m,
+    unsigned int groups, unsigned long long row_stride, unsigned int scale_rows, float eps, TileDivisor tiles) {
+  quantize_slot<1>(x, q, scales, m, groups, row_stride, scale_rows, eps, tiles);
+}
+#endif

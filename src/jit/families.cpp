@@ -17,6 +17,21 @@ std::string quant_refusal(const VariantFamily& family, const VariantChoice& choi
   return {};
 }
 
+// The kernel's KILN_Q_ITEMS == 2 (kernels_src/common/per_token_group_quant.cu), whose variants also
+// define per_token_group_quant_one_group: with SiLU, two lanes a group (16-bit input, group 32) and
+// scales not packed; without it, anything but 16-bit input to e4m3 with fp32 scales.
+// kiln::ops::GroupQuant::items_per_slot states the same rule for the grid; test_group_quant checks
+// the two agree for every variant.
+std::vector<std::string> quant_entries(const VariantFamily& family, const VariantChoice& choice) {
+  const bool sixteen_bit = family.value(choice, "in") != "fp32";
+  const bool packed = family.value(choice, "scales") == "packed";
+  const bool two_groups = family.value(choice, "silu") == "1"
+                              ? sixteen_bit && family.value(choice, "group") == "32" && !packed
+                              : !(sixteen_bit && family.value(choice, "out") == "e4m3" && !packed);
+  if (two_groups) return {"per_token_group_quant", "per_token_group_quant_one_group"};
+  return {"per_token_group_quant"};
+}
+
 }  // namespace
 
 const std::vector<VariantFamily>& variant_families() {
@@ -33,7 +48,7 @@ const std::vector<VariantFamily>& variant_families() {
            {"ue8m0", "KILN_Q_UE8M0", {"0", "1"}, {0, 1}, "0", "", "scales rounded up to a power of two"},
            {"silu", "KILN_Q_SILU", {"0", "1"}, {0, 1}, "0", "", "input [M, 2K]: quantize silu(x[:, :K]) * x[:, K:]"},
        },
-       quant_refusal},
+       quant_refusal, quant_entries},
   };
   return families;
 }

@@ -1,5 +1,6 @@
 #include "jit/variants.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -78,6 +79,16 @@ std::string prelude(const Variant& variant) {
   for (std::size_t i = 0; i < parameters.size(); ++i)
     text += "#define " + parameters[i].define + " " + std::to_string(parameters[i].numbers[variant.choice[i]]) + "\n";
   return text + "#line 1\n";
+}
+
+std::vector<std::string> variant_entries(const Variant& variant, const KernelSource& family) {
+  if (!variant.family->entries) return family.entries;
+  std::vector<std::string> entries = variant.family->entries(*variant.family, variant.choice);
+  for (const auto& entry : entries)
+    if (std::find(family.entries.begin(), family.entries.end(), entry) == family.entries.end())
+      throw_error("variant " + variant.name() + " lists entry '" + entry + "', which " + family.module +
+                  " does not define (kernels_src/ and src/jit/families.cpp disagree)");
+  return entries;
 }
 
 }  // namespace
@@ -190,7 +201,8 @@ const KernelSource& variant_source(const Variant& variant) {
     made->text = defines + std::string(family.text);
     // Why the family's digest: the parameters are in the module name, so name + digest identify the
     // text (and the cache key hashes the full text anyway).
-    made->source = KernelSource{name, family.family, family.entries, made->text, family.sha256, defines.size()};
+    made->source = KernelSource{name, family.family, variant_entries(variant, family), made->text, family.sha256,
+                                defines.size()};
     slot = std::move(made);
   }
   return slot->source;

@@ -41,6 +41,9 @@ struct VariantFamily {
   std::vector<VariantParameter> parameters;
   /// Why a combination is impossible ("" when it is fine); names the parameters and what is allowed.
   std::string (*refusal)(const VariantFamily& family, const VariantChoice& choice) = nullptr;
+  /// The entry points a valid variant's module exports, a subset of the family source's in its
+  /// order (a source may define an entry only for some variants); nullptr: every one of them.
+  std::vector<std::string> (*entries)(const VariantFamily& family, const VariantChoice& choice) = nullptr;
 
   /// Index of parameter `name`, or parameters.size().
   std::size_t parameter_index(std::string_view name) const;

@@ -93,6 +93,21 @@ std::string QuantVariant::refusal() const {
 
 std::string QuantVariant::module_name() const { return jit_variant(*this).name(); }
 
+std::vector<QuantVariant> every_quant_variant() {
+  std::vector<QuantVariant> all;
+  for (auto input : {QuantInput::bf16, QuantInput::fp16, QuantInput::fp32})
+    for (std::uint32_t group : {32u, 64u, 128u})
+      for (auto output : {QuantOutput::e4m3, QuantOutput::int8})
+        for (auto scales : {QuantScales::row_major, QuantScales::column_major, QuantScales::column_major_tma,
+                            QuantScales::ue8m0_packed})
+          for (bool ue8m0 : {false, true})
+            for (bool silu : {false, true}) {
+              const QuantVariant variant{input, group, output, scales, ue8m0, silu};
+              if (variant.refusal().empty()) all.push_back(variant);
+            }
+  return all;
+}
+
 std::uint64_t quant_scales_bytes(const QuantVariant& variant, std::uint64_t m, std::uint64_t k) {
   if (const std::string refusal = variant.refusal(); !refusal.empty()) throw_error(refusal);
   if (k % variant.group != 0)
@@ -136,9 +151,9 @@ std::uint32_t GroupQuant::tiles_per_row(const QuantVariant& variant, std::uint64
   return static_cast<std::uint32_t>(std::min<std::uint64_t>((span + tile_groups - 1) / tile_groups, 0xFFFFFFFFu));
 }
 
-std::array<std::uint32_t, 3> GroupQuant::grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k) {
+std::array<std::uint32_t, 3> GroupQuant::grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k,
+                                              std::uint32_t items) {
   const std::uint64_t slots = groups_per_cta(variant);
-  const std::uint64_t items = items_per_slot(variant);
   std::uint64_t ctas = (m * groups_of(variant, k) + slots * items - 1) / (slots * items);
   if (const std::uint64_t tiles = tiles_per_row(variant, k); tiles != 0) {
     // Tiles of TILE_ROWS * ITEMS rows (the kernel's constants and its TILED), over the packed
@@ -173,7 +188,8 @@ void GroupQuant::check(const QuantVariant& variant, const QuantArgs& args) {
   // tiles in 32 bits, which would wrap past 2^32 - 128 (a row of 137 G elements: never in memory).
   if (args.k / variant.group > MAX_GROUPS_PER_ROW)
     throw_invalid_argument("k", "at most 2^31-1 groups (k / group) per row", std::to_string(args.k));
-  if (grid(variant, args.m, args.k)[0] > MAX_GRID_X)
+  // Why the one-group grid: it is the larger, and a launch may run either kernel.
+  if (grid(variant, args.m, args.k, 1)[0] > MAX_GRID_X)
     throw_invalid_argument("m", "m * k / group within the flat grid (2^31-1 CTAs)", std::to_string(args.m));
   require_pointer("x", args.x, 16);
   // Why: each thread of the family kernel stores its 16 (fp32 input: 8) codes at once.
@@ -189,10 +205,15 @@ GroupQuant GroupQuant::resolve_with(GpuBackend& gpu, const QuantVariant& variant
   GroupQuant resolved;
   resolved.variant_ = variant;
   const std::string module = variant.module_name();  // throws for an impossible variant
-  if (variant.is_seed())
+  if (variant.is_seed()) {
     resolved.seed_ = seed;
-  else
-    resolved.kernel_ = gpu.try_kernel(module, FAMILY);
+    return resolved;
+  }
+  resolved.kernel_ = gpu.try_kernel(module, FAMILY);
+  // Why only after the shipped entry loaded: both come from one module, and asking again after a
+  // failed load would retry it.
+  if (resolved.kernel_.loaded() && items_per_slot(variant) == 2)
+    resolved.one_group_kernel_ = gpu.try_kernel(module, QUANT_ONE_GROUP_ENTRY);
   return resolved;
 }
 
@@ -204,6 +225,15 @@ bool GroupQuant::prepare(GpuBackend& gpu) const {
 }
 
 QuantLaunch GroupQuant::launch(GpuBackend& gpu, const QuantArgs& args) const {
+  return launch_slots(gpu, args, nullptr);
+}
+
+QuantLaunch GroupQuant::launch_with(GpuBackend& gpu, const QuantArgs& args, bool one_group) const {
+  return launch_slots(gpu, args, &one_group);
+}
+
+// `one_group`: the caller's choice, or nullptr for the pick's.
+QuantLaunch GroupQuant::launch_slots(GpuBackend& gpu, const QuantArgs& args, const bool* one_group) const {
   check(variant_, args);
   QuantLaunch done;
   if (args.m == 0 || args.k == 0) {
@@ -216,12 +246,15 @@ QuantLaunch GroupQuant::launch(GpuBackend& gpu, const QuantArgs& args) const {
                             static_cast<std::uint32_t>(args.k), args.stream, args.options);
     return done;
   }
+  done.slots = one_group ? chosen(variant_, *one_group, args.m, args.k)
+                         : pick_with(variant_, quant_one_group_lever(), args.m, args.k, gpu.device().sm_count);
   // The seed variant reaches the family kernel only for calls its own kernels cannot take.
-  done.kernel = kernel_.loaded() ? kernel_ : gpu.try_kernel(variant_.module_name(), FAMILY);
+  done.kernel = done.slots.one_group ? one_group_kernel_
+                : kernel_.loaded()   ? kernel_
+                                     : gpu.try_kernel(variant_.module_name(), FAMILY);
   if (!done.kernel.loaded())
     throw_error("per_token_group_quant: variant " + variant_.module_name() + " is not available on device " +
                 std::to_string(gpu.device().ordinal) + " (no GPU, or it did not compile or load: see the log)");
-  done.grid = grid(variant_, args.m, args.k);
   done.block = FAMILY_THREADS;
   const void* x = args.x;
   void* q = args.q;
@@ -235,7 +268,7 @@ QuantLaunch GroupQuant::launch(GpuBackend& gpu, const QuantArgs& args) const {
   // check() bounds a row's groups by 2^31-1, so its tiles are a valid divisor.
   TileDivisor tile_divisor = tiles != 0 ? TileDivisor::of_valid(tiles) : TileDivisor{};
   void* kernel_args[] = {&x, &q, &scales, &m, &groups, &row_stride, &rows, &eps, &tile_divisor};
-  gpu.launch(done.kernel, Dim3{done.grid[0], 1, 1}, Dim3{FAMILY_THREADS, 1, 1}, 0, args.stream, kernel_args,
+  gpu.launch(done.kernel, Dim3{done.slots.grid[0], 1, 1}, Dim3{FAMILY_THREADS, 1, 1}, 0, args.stream, kernel_args,
              quant_launch_options(args.options));
   return done;
 }

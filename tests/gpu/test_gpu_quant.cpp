@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,21 +33,6 @@ struct Gpu {
 Gpu& gpu() {
   static Gpu instance;
   return instance;
-}
-
-std::vector<QuantVariant> every_variant() {
-  std::vector<QuantVariant> all;
-  for (auto input : {QuantInput::bf16, QuantInput::fp16, QuantInput::fp32})
-    for (std::uint32_t group : {32u, 64u, 128u})
-      for (auto output : {QuantOutput::e4m3, QuantOutput::int8})
-        for (auto scales : {QuantScales::row_major, QuantScales::column_major, QuantScales::column_major_tma,
-                            QuantScales::ue8m0_packed})
-          for (bool ue8m0 : {false, true})
-            for (bool silu : {false, true}) {
-              const QuantVariant variant{input, group, output, scales, ue8m0, silu};
-              if (variant.refusal().empty()) all.push_back(variant);
-            }
-  return all;
 }
 
 std::uint32_t element_bytes(QuantInput input) { return input == QuantInput::fp32 ? 4 : 2; }
@@ -115,7 +101,8 @@ struct Outputs {
 };
 
 Outputs run_on_gpu(const GroupQuant& quant, const QuantVariant& v, const Case& c, const std::vector<std::uint8_t>& x,
-                   std::uint64_t stride, float eps, QuantLaunch* launched = nullptr) {
+                   std::uint64_t stride, float eps, QuantLaunch* launched = nullptr,
+                   std::optional<bool> one_group = std::nullopt) {
   auto& g = gpu();
   test::DeviceBuffer dx(g.context, x.size()), dq(g.context, c.m * c.k), ds(g.context, quant_scales_bytes(v, c.m, c.k));
   dx.upload(x.data(), x.size());
@@ -129,7 +116,8 @@ Outputs run_on_gpu(const GroupQuant& quant, const QuantVariant& v, const Case& c
   args.k = c.k;
   args.x_row_stride = c.stride_pad ? stride : 0;
   args.eps = eps;
-  const QuantLaunch done = quant.launch(g.service.backend(), args);
+  const QuantLaunch done = one_group ? quant.launch_with(g.service.backend(), args, *one_group)
+                                     : quant.launch(g.service.backend(), args);
   if (launched) *launched = done;
   test::synchronize(g.context);
   Outputs out{std::vector<std::uint8_t>(dq.bytes()), std::vector<std::uint8_t>(ds.bytes())};
@@ -147,14 +135,14 @@ Outputs run_reference(const QuantVariant& v, const Case& c, const std::vector<st
 
 }  // namespace
 
-TEST_CASE("every variant of the quantizer family matches the CPU reference byte for byte") {
+TEST_CASE("every kernel of every variant of the quantizer family matches the CPU reference byte for byte") {
   auto& g = gpu();
   REQUIRE(g.service.available());
   std::mt19937_64 rng(std::random_device{}());
   const std::vector<Case> cases = {{1, 128, 0, false}, {5, 384, 0, true}, {67, 7168, 0, false},
                                    {130, 2048, 32, false}, {9, 1024, 32, true}};
   std::size_t checked = 0;
-  for (const QuantVariant& v : every_variant()) {
+  for (const QuantVariant& v : every_quant_variant()) {
     const GroupQuant quant = g.service.group_quant(v);
     REQUIRE(quant.available());
     for (const Case& c : cases) {
@@ -162,14 +150,21 @@ TEST_CASE("every variant of the quantizer family matches the CPU reference byte 
       const auto x = make_input(v, c, stride, rng);
       const float eps = c.special ? 1e-10f : 1e-6f;
       const Outputs expected = run_reference(v, c, x, stride, eps);
-      const Outputs actual = run_on_gpu(quant, v, c, x, stride, eps);
-      INFO(describe(v, c));
-      CHECK(first_difference(expected.q, actual.q, "q") == "");
-      CHECK(first_difference(expected.scales, actual.scales, "scales") == "");
-      ++checked;
+      // Why both kernels by choice: the suite's shapes are small, where the pick takes only the
+      // one-group kernel of the variants that have two.
+      for (const bool one_group : {false, true}) {
+        if (one_group && GroupQuant::items_per_slot(v) == 1) continue;
+        QuantLaunch launched;
+        const Outputs actual = run_on_gpu(quant, v, c, x, stride, eps, &launched, one_group);
+        INFO(describe(v, c) << (one_group ? " one-group kernel" : " shipped kernel"));
+        CHECK(launched.slots.one_group == one_group);
+        CHECK(first_difference(expected.q, actual.q, "q") == "");
+        CHECK(first_difference(expected.scales, actual.scales, "scales") == "");
+        ++checked;
+      }
     }
   }
-  CHECK(checked == 180 * cases.size());
+  CHECK(checked == (180 + 72) * cases.size());  // 72 variants have two kernels
 }
 
 TEST_CASE("eps 0: all-zero groups and tiny group maxima match the CPU reference in every variant") {
@@ -180,7 +175,7 @@ TEST_CASE("eps 0: all-zero groups and tiny group maxima match the CPU reference 
   std::normal_distribution<float> normal(0.f, 1.f);
   const Case c{6, 1024, 0, true};
   std::size_t checked = 0;
-  for (const QuantVariant& v : every_variant()) {
+  for (const QuantVariant& v : every_quant_variant()) {
     const std::uint64_t stride = v.silu_and_mul ? 2 * c.k : c.k;
     std::vector<std::uint8_t> x(c.m * stride * element_bytes(v.input), 0);
     // Per group: zeros, then maxima near 2^-120 and 2^-135 (subnormal; fp16 flushes them to 0,
@@ -236,4 +231,39 @@ TEST_CASE("a cold variant compiles or loads its own module once; another variant
   CHECK(loads() == 2);
   REQUIRE(service.group_quant(a).available());
   CHECK(loads() == 2);
+}
+
+TEST_CASE("past the pick's ceiling a two-kernel variant runs its shipped kernel, with the one-group kernel's bytes") {
+  auto& g = gpu();
+  const std::uint32_t sms = g.service.backend().device().sm_count;
+  REQUIRE(sms > 0);
+  std::mt19937_64 rng(std::random_device{}());
+  const QuantVariant variants[] = {
+      {QuantInput::bf16, 128, QuantOutput::int8, QuantScales::row_major, false, false},
+      {QuantInput::bf16, 32, QuantOutput::e4m3, QuantScales::row_major, false, true},  // two lanes a group, tiled
+      {QuantInput::fp32, 128, QuantOutput::e4m3, QuantScales::ue8m0_packed, true, false},
+  };
+  for (const QuantVariant& v : variants) {
+    REQUIRE(GroupQuant::items_per_slot(v) == 2);
+    // The smallest power-of-two row count whose one-group grid is past the ceiling, plus odd rows.
+    std::uint64_t m = 64;
+    while (GroupQuant::pick_with(v, true, m, 2048, sms).reason != QuantSlotReason::large_grid) m *= 2;
+    const Case c{m + 3, 2048, 0, false};
+    REQUIRE(GroupQuant::pick_with(v, true, c.m, c.k, sms).reason == QuantSlotReason::large_grid);
+    const std::uint64_t stride = v.silu_and_mul ? 2 * c.k : c.k;
+    const auto x = make_input(v, c, stride, rng);
+    const GroupQuant quant = g.service.group_quant(v);
+    QuantLaunch picked, one_group;
+    const Outputs expected = run_reference(v, c, x, stride, 1e-6f);
+    const Outputs shipped = run_on_gpu(quant, v, c, x, stride, 1e-6f, &picked);
+    const Outputs single = run_on_gpu(quant, v, c, x, stride, 1e-6f, &one_group, true);
+    INFO(describe(v, c));
+    CHECK_FALSE(picked.slots.one_group);
+    CHECK(picked.slots.reason == QuantSlotReason::large_grid);
+    CHECK(one_group.slots.one_group);
+    CHECK(first_difference(expected.q, shipped.q, "q") == "");
+    CHECK(first_difference(expected.scales, shipped.scales, "scales") == "");
+    CHECK(first_difference(shipped.q, single.q, "q") == "");
+    CHECK(first_difference(shipped.scales, single.scales, "scales") == "");
+  }
 }

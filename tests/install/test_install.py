@@ -15,7 +15,7 @@ PUBLIC = {
     "kiln/counters.hpp", "kiln/error.hpp", "kiln/gpu_backend.hpp", "kiln/kernel_handle.hpp", "kiln/kiln.h",
     "kiln/service.hpp", "kiln/target.hpp", "kiln/version.hpp",
     "kiln/ops/fp8_act_quant.hpp", "kiln/ops/fp8_act_quant_floor.hpp", "kiln/ops/fp8_reference.hpp",
-    "kiln/ops/group_quant.hpp", "kiln/ops/group_quant_reference.hpp", "kiln/ops/quant_launch_options.hpp",
+    "kiln/ops/group_quant.hpp", "kiln/ops/group_quant_pick.hpp", "kiln/ops/group_quant_reference.hpp", "kiln/ops/quant_launch_options.hpp",
     "kiln/ops/tile_divisor.hpp",
 }
 

@@ -15,14 +15,16 @@
 ///
 /// The seed's variant (bf16, group 128, e4m3, row-major fp32 scales, eps 1e-10, dense rows) runs
 /// through ops::Fp8ActQuant and its pick (shared kernel or Hopper twin); every other variant runs
-/// the family kernel on a flat grid.
+/// the family kernel, with one or two groups per slot (group_quant_pick.hpp).
 
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kiln/kernel_handle.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
+#include "kiln/ops/group_quant_pick.hpp"
 #include "kiln/ops/tile_divisor.hpp"
 
 namespace kiln {
@@ -83,6 +85,9 @@ struct QuantArgs {
   LaunchOptions options;
 };
 
+/// Every variant that exists (180), in a fixed order: input, group, output, scales, ue8m0, SiLU.
+std::vector<QuantVariant> every_quant_variant();
+
 /// Bytes of the scales buffer for `(m, k)`: what the caller allocates. Throws kiln::Error for an
 /// impossible variant, `k` not a multiple of the group, `m` > 2^31-1, or a size past 2^64 bytes.
 std::uint64_t quant_scales_bytes(const QuantVariant& variant, std::uint64_t m, std::uint64_t k);
@@ -93,7 +98,7 @@ struct QuantLaunch {
   bool seed_path = false;     ///< ran through Fp8ActQuant (its pick is in `fp8`)
   Fp8QuantPick fp8;           ///< the seed path's pick
   KernelHandle kernel;        ///< the family kernel launched (family path)
-  std::array<std::uint32_t, 3> grid{};  ///< its grid (GroupQuant::grid)
+  QuantSlotPick slots;        ///< which of the variant's kernels that is, its grid, and why
   std::uint32_t block = 0;    ///< 256 on the family path
 };
 
@@ -120,8 +125,14 @@ class GroupQuant {
   bool prepare(GpuBackend& gpu) const;
 
   /// Checks `args` (naming the argument, what was expected and the valid range), then quantizes.
-  /// Throws kiln::Error when nothing can run or the launch fails.
+  /// Throws kiln::Error when nothing can run or the launch fails. A family launch runs the kernel
+  /// and grid of pick_with (the process's lever, the device's SM count).
   QuantLaunch launch(GpuBackend& gpu, const QuantArgs& args) const;
+  /// `launch` with the family kernel chosen by the caller: `one_group` runs the one-group-per-slot
+  /// kernel of a variant that ships two (a variant that ships one has only that one). For A/B runs
+  /// and the GPU suite, which checks both kernels of every variant; the seed variant's seed path
+  /// is unchanged.
+  QuantLaunch launch_with(GpuBackend& gpu, const QuantArgs& args, bool one_group) const;
 
   /// The checks `launch` makes, without a GPU. Throws kiln::Error.
   static void check(const QuantVariant& variant, const QuantArgs& args);
@@ -131,18 +142,34 @@ class GroupQuant {
   /// has two lanes (16-bit input, group 32) and the scales are not packed; without it 2, or 1 for
   /// 16-bit input to e4m3 with fp32 scales.
   static std::uint32_t items_per_slot(const QuantVariant& variant);
-  /// The family kernel's grid for `(m, k)`, 1-D: with row-major scales
-  /// ceil(m * G / (groups_per_cta * items_per_slot)) CTAs, flat over (row, group); with column-major
-  /// scales tiles of 4 * items_per_slot rows by groups_per_cta / 4 groups (over m padded to 4 and G
-  /// padded to 4 for the packed layout, whose padding the tiles write as zeros).
-  static std::array<std::uint32_t, 3> grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k);
+  /// The grid for `(m, k)` of the family kernel with `items` groups per slot, 1-D: with row-major
+  /// scales ceil(m * G / (groups_per_cta * items)) CTAs, flat over (row, group); with column-major
+  /// scales tiles of 4 * items rows by groups_per_cta / 4 groups (over m padded to 4 and G padded to
+  /// 4 for the packed layout, whose padding the tiles write as zeros).
+  static std::array<std::uint32_t, 3> grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k,
+                                           std::uint32_t items);
+  /// The grid of the kernel the variant ships (items_per_slot groups per slot).
+  static std::array<std::uint32_t, 3> grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k) {
+    return grid(variant, m, k, items_per_slot(variant));
+  }
+  /// Which kernel `(m, k)` runs and on which grid, for a lever value (`requested`: the one-group
+  /// kernel may run) and an SM count: the shipped kernel when the variant has one, the lever is off
+  /// or the SM count unknown; else the one-group kernel while its grid is within
+  /// QUANT_ONE_GROUP_MAX_CTAS_PER_SM CTAs per SM. Pure; expects a shape check() accepts.
+  static QuantSlotPick pick_with(const QuantVariant& variant, bool requested, std::uint64_t m, std::uint64_t k,
+                                 std::uint32_t sm_count);
+  /// The pick of launch_with: the kernel `one_group` names and its grid.
+  static QuantSlotPick chosen(const QuantVariant& variant, bool one_group, std::uint64_t m, std::uint64_t k);
   /// The tiles a row spans on the tiled grids (a CTA's row tile is its index divided by this),
   /// ceil(G / (groups_per_cta / 4)) over G padded to 4 for the packed layout; 0 on the flat grid.
   static std::uint32_t tiles_per_row(const QuantVariant& variant, std::uint64_t k);
 
  private:
+  QuantLaunch launch_slots(GpuBackend& gpu, const QuantArgs& args, const bool* one_group) const;
+
   QuantVariant variant_;
   KernelHandle kernel_;
+  KernelHandle one_group_kernel_;  ///< 0 unless the variant ships two groups per slot
   Fp8ActQuant seed_;
 };
 
