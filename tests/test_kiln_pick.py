@@ -121,11 +121,61 @@ def test_why_line(kiln):
     check(checked > 20, f'{checked} refusals checked')
 
 
+def variant_pick(kiln, variant, m, k, *extra):
+    done = pick(kiln, '--variant', variant, '--m', m, '--k', k, '--json', *extra)
+    check(done.returncode == 0, f'--variant {variant} --m {m} --k {k}: exit 0 ({done.returncode})', done.stderr)
+    return json.loads(done.stdout) if done.returncode == 0 else {}
+
+
+def test_variant_pick(kiln):
+    """A family variant's pick, with grids recomputed from the README's rule: bf16 group 128 has 8
+    lanes a group, 32 slots in a 256-thread CTA; int8 ships two groups a slot on the flat grid, so
+    ceil(M * G / 64) CTAs, and its one-group kernel ceil(M * G / 32), taken while that is at most
+    64 x SMs."""
+    int8 = 'per_token_group_quant-bf16-g128-int8-row'
+    for sm in (132, 16):
+        for m, k in ((1, 7168), (16, 7168), (4825, 7168), (4826, 7168), (8192, 7168), (300, 2048)):
+            groups = m * (k // 128)
+            one_group_ctas = ceil_div(groups, 32)
+            out = variant_pick(kiln, int8, m, k, '--sm-count', sm, '--one-group', 'on')
+            what = f'{int8} sm {sm} m {m} k {k}'
+            small = one_group_ctas <= 64 * sm
+            check(out.get('one_group') == small, f'{what}: one group iff {one_group_ctas} CTAs <= {64 * sm}', out)
+            expected = [one_group_ctas if small else ceil_div(groups, 64), 1, 1]
+            check(out.get('grid') == expected, f'{what}: grid {out.get("grid")} == {expected}')
+            check(out.get('kernel') == ('per_token_group_quant_one_group' if small else 'per_token_group_quant'),
+                  f'{what}: kernel {out.get("kernel")}')
+            check(numbers(out.get('why', ''))[-4:] == [one_group_ctas, 64 * sm, 64, sm],
+                  f'{what}: the why line names the one-group grid and the ceiling', out.get('why'))
+    out = variant_pick(kiln, int8, 16, 7168, '--one-group', 'off')
+    check(not out.get('one_group') and out.get('grid') == [14, 1, 1] and 'KILN_Q_ONE_GROUP=0' in out.get('why', ''),
+          'the lever off keeps the shipped kernel and says why', out)
+    text = pick(kiln, '--variant', int8, '--m', 8192, '--k', 7168).stdout
+    check('why not the one-group kernel: two groups per slot' in text, 'the text names why not the other', text)
+    # A variant with one kernel, named by its parameters.
+    out = variant_pick(kiln, 'per_token_group_quant in=fp16 group=64 scales=col', 16, 7168)
+    check(out.get('variant') == 'per_token_group_quant-fp16-g64-e4m3-col' and not out.get('two_kernels'),
+          'parameters name the variant; it has one kernel', out)
+    check(out.get('why') == 'the variant ships one group per slot', 'its reason', out)
+    # The seed's own variant keeps the seed's pick.
+    seed = variant_pick(kiln, 'per_token_group_quant', 16, 7168, '--twin', 'on')
+    plain = json.loads(pick(kiln, '--m', 16, '--k', 7168, '--twin', 'on', '--json').stdout)
+    check(seed == plain, "the seed's variant: the seed's pick", seed)
+    # What does not exist is refused, naming the argument.
+    done = pick(kiln, '--variant', 'per_token_group_quant-bf16-g64-int8-row-ue8m0', '--m', 16, '--k', 7168)
+    check(done.returncode == 1 and "'variant'" in done.stderr and 'grid' not in done.stdout,
+          'an impossible variant: exit 1, the argument named, no grid', done.stderr)
+    done = pick(kiln, '--variant', 'per_token_group_quant group=48', '--m', 16, '--k', 7168)
+    check(done.returncode == 1 and "'group'" in done.stderr and '32, 64, 128' in done.stderr,
+          'a bad value names the parameter and the allowed values', done.stderr)
+
+
 def main():
     kiln = sys.argv[1]
     test_refusals(kiln)
     test_limits(kiln)
     test_why_line(kiln)
+    test_variant_pick(kiln)
     return exit_status()
 
 
