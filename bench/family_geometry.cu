@@ -46,7 +46,7 @@ std::string built() {
   char text[160];
 #if KILN_BENCH_KERNEL == 0
   std::snprintf(text, sizeof text, "family in%d g%d out%d scales%d ue8m0 %d silu %d items %u", KILN_Q_IN, KILN_Q_GROUP,
-                KILN_Q_OUT, KILN_Q_SCALES, KILN_Q_UE8M0, KILN_Q_SILU, ITEMS);
+                KILN_Q_OUT, KILN_Q_SCALES, KILN_Q_UE8M0, KILN_Q_SILU, KILN_Q_ITEMS);
 #else
   std::snprintf(text, sizeof text, "%s", KILN_BENCH_KERNEL == 1 ? "shared" : "twin");
 #endif
@@ -114,9 +114,9 @@ Launch geometry(unsigned m, unsigned k) {
   if (TILED) {
     const unsigned long long rows = PACKED ? (m + 3ull) / 4 * 4 : m;
     const unsigned long long span = PACKED ? (groups + 3ull) / 4 * 4 : groups;
-    ctas = (rows + TILE_ROWS * ITEMS - 1) / (TILE_ROWS * ITEMS) * ((span + TILE_GROUPS - 1) / TILE_GROUPS);
+    ctas = (rows + TILE_ROWS * KILN_Q_ITEMS - 1) / (TILE_ROWS * KILN_Q_ITEMS) * ((span + TILE_GROUPS - 1) / TILE_GROUPS);
   } else {
-    const unsigned long long per_cta = GROUPS_PER_CTA * ITEMS;
+    const unsigned long long per_cta = GROUPS_PER_CTA * KILN_Q_ITEMS;
     ctas = (static_cast<unsigned long long>(m) * groups + per_cta - 1) / per_cta;
   }
   return {dim3(static_cast<unsigned>(ctas)), THREADS};
