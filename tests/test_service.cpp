@@ -209,3 +209,33 @@ TEST_CASE("a two-kernel variant launches its one-group kernel on a small grid an
   CHECK(launches[2].entry == "per_token_group_quant_one_group");
   CHECK(launches[2].grid[0] == 8192 * 56 / 32);
 }
+
+TEST_CASE("a two-kernel variant whose module failed to load at resolve loads it at the launch that needs it") {
+  Fixture f;
+  ops::QuantVariant int8;
+  int8.output = ops::QuantOutput::int8;
+  f.fake.fail_next("cuModuleLoadDataEx", CUDA_ERROR_OUT_OF_MEMORY, 1);
+  const ops::GroupQuant quant = f.service->group_quant(int8);
+  CHECK_FALSE(quant.kernel().loaded());
+  ops::QuantArgs call = seed_call(7168);
+  call.m = 16;
+  const ops::QuantLaunch launched = quant.launch(f.service->gpu(), call);
+  CHECK(launched.slots.one_group);
+  CHECK(launched.kernel.loaded());
+  const auto launches = f.fake.launches();
+  REQUIRE(launches.size() == 1);
+  CHECK(launches[0].entry == "per_token_group_quant_one_group");
+}
+
+TEST_CASE("a two-kernel variant's image without its one-group entry does not load: the variant is unavailable") {
+  Fixture f;
+  ops::QuantVariant int8;
+  int8.output = ops::QuantOutput::int8;
+  f.files.export_only("per_token_group_quant-bf16-g128-int8-row", {"per_token_group_quant"});
+  const ops::GroupQuant quant = f.service->group_quant(int8);
+  CHECK_FALSE(quant.available());
+  ops::QuantArgs call = seed_call(7168);
+  call.m = 16;
+  CHECK_THROWS_AS(quant.launch(f.service->gpu(), call), Error);
+  CHECK(f.fake.launches().empty());
+}

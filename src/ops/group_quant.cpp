@@ -248,10 +248,12 @@ QuantLaunch GroupQuant::launch_slots(GpuBackend& gpu, const QuantArgs& args, con
   }
   done.slots = one_group ? chosen(variant_, *one_group, args.m, args.k)
                          : pick_with(variant_, quant_one_group_lever(), args.m, args.k, gpu.device().sm_count);
-  // The seed variant reaches the family kernel only for calls its own kernels cannot take.
-  done.kernel = done.slots.one_group ? one_group_kernel_
-                : kernel_.loaded()   ? kernel_
-                                     : gpu.try_kernel(variant_.module_name(), FAMILY);
+  // Why asked again when not loaded: the seed variant reaches the family kernel only for calls its
+  // own kernels cannot take, and a load that failed at resolve (out of memory) may work now.
+  const KernelHandle resolved = done.slots.one_group ? one_group_kernel_ : kernel_;
+  done.kernel = resolved.loaded() ? resolved
+                                  : gpu.try_kernel(variant_.module_name(),
+                                                   done.slots.one_group ? QUANT_ONE_GROUP_ENTRY : FAMILY);
   if (!done.kernel.loaded())
     throw_error("per_token_group_quant: variant " + variant_.module_name() + " is not available on device " +
                 std::to_string(gpu.device().ordinal) + " (no GPU, or it did not compile or load: see the log)");
