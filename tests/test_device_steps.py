@@ -115,7 +115,7 @@ def run_device_script(tree, script):
 
 def test_scripts(root, tmp):
     for script, steps, failed in (('device_checks.sh', 10, 'gpu_fp8'), ('device_pdl.sh', 5, 'pdl_chain, gpu_fp8'),
-                                  ('device_sanitize.sh', 2, 'memcheck, racecheck')):
+                                  ('device_sanitize.sh', 4, 'memcheck fp8, racecheck fp8')):
         status, out = run_device_script(device_tree(root, tmp, f'{script}-pass', fail_fp8=False), script)
         check(status == 0 and f'all {steps} steps passed' in out, f'{script}, every stand-in passes: exit 0 ({status})', out)
         status, out = run_device_script(device_tree(root, tmp, f'{script}-fail', fail_fp8=True), script)
