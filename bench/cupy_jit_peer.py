@@ -76,7 +76,9 @@ def main():
             env = dict(os.environ, CUPY_CACHE_DIR=cache)
             for label in ("cold", "warm"):
                 t0 = time.perf_counter()
-                res = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+                res = subprocess.run(command, env=env, capture_output=True, text=True)
+                if res.returncode != 0:
+                    sys.exit(f"cupy_jit_peer.py: the {label} child failed (exit {res.returncode}):\n{res.stderr}")
                 wall = (time.perf_counter() - t0) * 1e3
                 samples[label].append(dict(json.loads(res.stdout.strip().splitlines()[-1]), process_wall_ms=wall))
     out = {"runs": args.runs, "modules": len(args.source), "options": options, "samples": samples}

@@ -55,9 +55,9 @@ step "Triton baseline: first call, cold and warm cache"
 python3 bench/triton_fp8_quant.py --cold-warm > "$out/triton_jit.json" || echo "Triton first call failed"
 
 step "CuPy RawModule peer, cold and warm cache"
-# The exact sources kiln compiles, as `kiln dump` writes them, and the header they include.
+# The exact sources kiln compiles, as `kiln dump` writes them, and the headers they include.
 "$bin/kiln" dump --arch sm_90a --out "$work/src" > /dev/null
-cp kernels_src/common/fp8_e4m3.cuh "$work/src/"
+cp kernels_src/common/*.cuh "$work/src/"
 python3 bench/cupy_jit_peer.py --include "$work/src" --runs "$cupy_runs" \
   --source "$work/src/per_token_group_quant_fp8.sm_90a.cu" --entry per_token_group_quant_fp8 \
   --source "$work/src/fp8_act_quant_hopper.sm_90a.cu" --entry per_token_group_quant_fp8_hopper \
