@@ -52,7 +52,7 @@ void print_variant_pick(const PickArgs& args, const ops::QuantVariant& variant) 
   ops::GroupQuant::check(variant, shape);
   const ops::QuantSlotPick chosen = ops::GroupQuant::pick_with(variant, requested, args.m, args.k, args.sm_count);
   const bool two_kernels = ops::GroupQuant::items_per_slot(variant) == 2;
-  const std::string kernel(chosen.one_group ? ops::QUANT_ONE_GROUP_ENTRY : std::string_view("per_token_group_quant"));
+  const std::string kernel(chosen.one_group ? ops::QUANT_ONE_GROUP_ENTRY : ops::QUANT_ENTRY);
   const std::uint64_t one_group_ctas = ops::GroupQuant::grid(variant, args.m, args.k, 1)[0];
   const std::uint64_t ceiling = std::uint64_t{ops::QUANT_ONE_GROUP_MAX_CTAS_PER_SM} * args.sm_count;
   std::string why(ops::to_string(chosen.reason));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "jit/variants.hpp"
 #include "kiln/error.hpp"
@@ -13,7 +14,6 @@ namespace kiln::ops {
 
 namespace {
 
-constexpr std::string_view FAMILY = "per_token_group_quant";
 constexpr std::uint32_t FAMILY_THREADS = 256;
 constexpr std::uint64_t MAX_ROWS = 0x7FFFFFFFu;
 constexpr std::uint64_t MAX_GRID_X = 0x7FFFFFFFu;
@@ -55,7 +55,7 @@ const Variant& jit_variant(const QuantVariant& variant) {
   thread_local QuantVariant last_asked;
   thread_local Variant last;
   if (last.family == nullptr || !(last_asked == variant)) {
-    last = parse_variant(std::string(FAMILY) + " " + variant.description());
+    last = parse_variant(std::string(QUANT_ENTRY) + " " + variant.description());
     last_asked = variant;
   }
   return last;
@@ -209,7 +209,7 @@ GroupQuant GroupQuant::resolve_with(GpuBackend& gpu, const QuantVariant& variant
     resolved.seed_ = seed;
     return resolved;
   }
-  resolved.kernel_ = gpu.try_kernel(module, FAMILY);
+  resolved.kernel_ = gpu.try_kernel(module, QUANT_ENTRY);
   // Why only after the shipped entry loaded: both come from one module, and asking again after a
   // failed load would retry it.
   if (resolved.kernel_.loaded() && items_per_slot(variant) == 2)
@@ -221,19 +221,19 @@ bool GroupQuant::available() const noexcept { return kernel_.loaded() || seed_.a
 
 bool GroupQuant::prepare(GpuBackend& gpu) const {
   if (!available()) return false;
-  return !variant_.is_seed() || kernel_.loaded() || gpu.try_kernel(variant_.module_name(), FAMILY).loaded();
+  return !variant_.is_seed() || kernel_.loaded() || gpu.try_kernel(variant_.module_name(), QUANT_ENTRY).loaded();
 }
 
 QuantLaunch GroupQuant::launch(GpuBackend& gpu, const QuantArgs& args) const {
-  return launch_slots(gpu, args, nullptr);
+  return launch_slots(gpu, args, std::nullopt);
 }
 
 QuantLaunch GroupQuant::launch_with(GpuBackend& gpu, const QuantArgs& args, bool one_group) const {
-  return launch_slots(gpu, args, &one_group);
+  return launch_slots(gpu, args, one_group);
 }
 
-// `one_group`: the caller's choice, or nullptr for the pick's.
-QuantLaunch GroupQuant::launch_slots(GpuBackend& gpu, const QuantArgs& args, const bool* one_group) const {
+// `one_group`: the caller's choice, or nothing for the pick's.
+QuantLaunch GroupQuant::launch_slots(GpuBackend& gpu, const QuantArgs& args, std::optional<bool> one_group) const {
   check(variant_, args);
   QuantLaunch done;
   if (args.m == 0 || args.k == 0) {
@@ -253,7 +253,7 @@ QuantLaunch GroupQuant::launch_slots(GpuBackend& gpu, const QuantArgs& args, con
   const KernelHandle resolved = done.slots.one_group ? one_group_kernel_ : kernel_;
   done.kernel = resolved.loaded() ? resolved
                                   : gpu.try_kernel(variant_.module_name(),
-                                                   done.slots.one_group ? QUANT_ONE_GROUP_ENTRY : FAMILY);
+                                                   done.slots.one_group ? QUANT_ONE_GROUP_ENTRY : QUANT_ENTRY);
   if (!done.kernel.loaded())
     throw_error("per_token_group_quant: variant " + variant_.module_name() + " is not available on device " +
                 std::to_string(gpu.device().ordinal) + " (no GPU, or it did not compile or load: see the log)");

@@ -19,6 +19,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,7 +99,7 @@ struct QuantLaunch {
   bool seed_path = false;     ///< ran through Fp8ActQuant (its pick is in `fp8`)
   Fp8QuantPick fp8;           ///< the seed path's pick
   KernelHandle kernel;        ///< the family kernel launched (family path)
-  QuantSlotPick slots;        ///< which of the variant's kernels that is, its grid, and why
+  QuantSlotPick slots;        ///< family path: which of the variant's kernels that is, its grid, and why
   std::uint32_t block = 0;    ///< 256 on the family path
 };
 
@@ -165,7 +166,7 @@ class GroupQuant {
   static std::uint32_t tiles_per_row(const QuantVariant& variant, std::uint64_t k);
 
  private:
-  QuantLaunch launch_slots(GpuBackend& gpu, const QuantArgs& args, const bool* one_group) const;
+  QuantLaunch launch_slots(GpuBackend& gpu, const QuantArgs& args, std::optional<bool> one_group) const;
 
   QuantVariant variant_;
   KernelHandle kernel_;

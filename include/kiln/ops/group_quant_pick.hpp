@@ -14,6 +14,8 @@
 
 namespace kiln::ops {
 
+/// Entry point of the kernel every family variant ships (the family's name, too).
+inline constexpr std::string_view QUANT_ENTRY = "per_token_group_quant";
 /// Entry point of the one-group-per-slot kernel, in the modules of variants that ship two.
 inline constexpr std::string_view QUANT_ONE_GROUP_ENTRY = "per_token_group_quant_one_group";
 
