@@ -7,6 +7,8 @@
 // and runs it on the GPU. Each run prints, per shape, the median time per launch, GB/s, the fraction
 // of the copy ceiling and an FNV-1a hash of q and the scales, so builds of one variant can be compared
 // byte for byte. Grids are kiln's (kiln::ops::GroupQuant::grid, fp8_quant_grid) for the geometry built.
+// Set FAMILY_GEOMETRY_ONE_ALLOCATION and FAMILY_GEOMETRY_COPY to change how buffers are allocated and
+// to time a copy beside each point (run(), below).
 #include <cuda_fp16.h>
 
 #include <cmath>
@@ -136,10 +138,23 @@ void run(unsigned m, unsigned k, double ceiling) {
   const std::vector<unsigned char> host = random_input(x_bytes / BENCH_IN_BYTES, rng);
   std::vector<void*> x(sets), s(sets);
   std::vector<unsigned char*> q(sets);
+  // FAMILY_GEOMETRY_ONE_ALLOCATION=1: each buffer's sets in one allocation, as kiln bench has them.
+  const bool one_allocation = std::getenv("FAMILY_GEOMETRY_ONE_ALLOCATION") != nullptr;
+  std::vector<void*> owned;
+  const auto allocate = [&](size_t bytes) {
+    void* p;
+    CHECK(cudaMalloc(&p, bytes));
+    owned.push_back(p);
+    return static_cast<unsigned char*>(p);
+  };
+  const auto rounded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  unsigned char* x_all = one_allocation ? allocate(rounded(x_bytes) * sets) : nullptr;
+  unsigned char* q_all = one_allocation ? allocate(rounded(elems) * sets) : nullptr;
+  unsigned char* s_all = one_allocation ? allocate(rounded(s_bytes) * sets) : nullptr;
   for (int i = 0; i < sets; ++i) {
-    CHECK(cudaMalloc(&x[i], x_bytes));
-    CHECK(cudaMalloc(&q[i], elems));
-    CHECK(cudaMalloc(&s[i], s_bytes));
+    x[i] = one_allocation ? x_all + i * rounded(x_bytes) : allocate(x_bytes);
+    q[i] = one_allocation ? q_all + i * rounded(elems) : allocate(elems);
+    s[i] = one_allocation ? s_all + i * rounded(s_bytes) : allocate(s_bytes);
     CHECK(cudaMemcpy(x[i], host.data(), x_bytes, cudaMemcpyHostToDevice));
   }
   const Launch shape = geometry(m, k);
@@ -172,13 +187,18 @@ void run(unsigned m, unsigned k, double ceiling) {
   CHECK(cudaMemcpy(s_host.data(), s[0], s_bytes, cudaMemcpyDeviceToHost));
   const double us = median_us_per_launch(launch, sets);
   const double gbps = double(set_bytes) / (us * 1e-6) / 1e9;
-  std::printf("%-7u %-6u %10.2f %8.0f %6.1f%%  %016llx\n", m, k, us, gbps, 100 * gbps / ceiling,
+  std::printf("%-7u %-6u %10.2f %8.0f %6.1f%%  %016llx", m, k, us, gbps, 100 * gbps / ceiling,
               fnv1a(s_host, fnv1a(q_host)));
-  for (int i = 0; i < sets; ++i) {
-    CHECK(cudaFree(x[i]));
-    CHECK(cudaFree(q[i]));
-    CHECK(cudaFree(s[i]));
+  // FAMILY_GEOMETRY_COPY=1: a copy of x's bytes between two of this run's own buffers, timed alike,
+  // so a slow point can be told apart from slow memory under it. Every set holds the same input,
+  // so the copies leave x as it was.
+  if (std::getenv("FAMILY_GEOMETRY_COPY")) {
+    const double copy_us = median_us_per_launch(
+        [&](int set) { CHECK(cudaMemcpyAsync(x[(set + 1) % sets], x[set], x_bytes, cudaMemcpyDeviceToDevice)); }, sets);
+    std::printf("  copy of x %.2f us %.1f%%", copy_us, 100 * 2.0 * x_bytes / (copy_us * 1e-6) / 1e9 / ceiling);
   }
+  std::printf("\n");
+  for (void* p : owned) CHECK(cudaFree(p));
 }
 
 }  // namespace
