@@ -2,6 +2,8 @@
 // timed as the arms (batches of 10 behind a spin, inputs rotated over 2x L2).
 #include <algorithm>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "bench_device.hpp"
 #include "bench_parts.hpp"
@@ -21,34 +23,61 @@ constexpr double LARGE_ELEMENTS = 32e6;  // "M*K >= 32M", as the arms table read
 std::size_t rounded(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // One variant's buffers at (m, k), in enough copies to span twice the L2.
-struct VariantBuffers {
-  VariantBuffers(GpuSession& gpu, const ops::QuantVariant& v, std::uint32_t m, std::uint32_t k)
+struct VariantSlices {
+  VariantSlices(std::size_t l2_bytes, const ops::QuantVariant& v, std::uint32_t m, std::uint32_t k)
       : x_bytes(rounded(std::size_t{m} * k * (v.silu_and_mul ? 2 : 1) * (v.input == ops::QuantInput::fp32 ? 4 : 2))),
         q_bytes(rounded(std::size_t{m} * k)),
         s_bytes(rounded(ops::quant_scales_bytes(v, m, k))),
-        copies(std::max<std::size_t>(1, (2 * gpu.l2_bytes() + x_bytes + q_bytes + s_bytes - 1) / (x_bytes + q_bytes + s_bytes))),
-        x(gpu.context(), x_bytes * copies),
-        q(gpu.context(), q_bytes * copies),
-        s(gpu.context(), s_bytes * copies) {
-    // Random bf16 bits read as the variant's type stay finite: as fp16 their exponents land in the
-    // normal range, as fp32 each pair is a bf16 value with a noisy mantissa.
-    gpu.fill_bf16(x.get(), x.bytes() / 2, m * 2654435761u ^ k);
-    gpu.flush_l2();
-    gpu.synchronize();
+        copies(std::max<std::size_t>(1, (2 * l2_bytes + footprint() - 1) / footprint())) {}
+  std::size_t footprint() const { return x_bytes + q_bytes + s_bytes; }
+  std::size_t x_bytes, q_bytes, s_bytes, copies;
+};
+
+// Why one set of buffers per shape, shared by every variant: when each point allocated its own,
+// fp32 points at 32768 x 2048 on the H100 took 87-95% of the ceiling or 101% depending on where in
+// the run they fell, while the same kernel took 101% in every placement the geometry harness gave it
+// (bench/results/2026-12-06-h100-fp32-placement.md). On shared buffers the variants at a shape read
+// and write the same memory, so they compare with each other on equal terms.
+class SharedShapeBuffers {
+ public:
+  SharedShapeBuffers(GpuSession& gpu, const std::vector<VariantSlices>& slices)
+      : x_(gpu.context(), most(slices, &VariantSlices::x_bytes)),
+        q_(gpu.context(), most(slices, &VariantSlices::q_bytes)),
+        s_(gpu.context(), most(slices, &VariantSlices::s_bytes)) {}
+
+  // Random bf16 bits read as the variant's type stay finite: as fp16 their exponents land in the
+  // normal range, as fp32 each pair is a bf16 value with a noisy mantissa. The fill depends only on
+  // an element's index, so a variant's copies hold what its own buffers would.
+  void fill(GpuSession& gpu, std::uint32_t m, std::uint32_t k) {
+    gpu.fill_bf16(x_.get(), x_.bytes() / 2, m * 2654435761u ^ k);
   }
-  ops::QuantArgs next(std::uint32_t m, std::uint32_t k, void* stream) {
-    const std::size_t i = cursor++ % copies;
+
+  ops::QuantArgs args(const VariantSlices& slice, std::size_t launch, std::uint32_t m, std::uint32_t k,
+                      void* stream) const {
+    const std::size_t i = launch % slice.copies;
     ops::QuantArgs args;
-    args.x = static_cast<const char*>(x.get()) + i * x_bytes;
-    args.q = static_cast<char*>(q.get()) + i * q_bytes;
-    args.scales = static_cast<char*>(s.get()) + i * s_bytes;
+    args.x = static_cast<const char*>(x_.get()) + i * slice.x_bytes;
+    args.q = static_cast<char*>(q_.get()) + i * slice.q_bytes;
+    args.scales = static_cast<char*>(s_.get()) + i * slice.s_bytes;
     args.m = m;
     args.k = k;
     args.stream = stream;
     return args;
   }
-  std::size_t x_bytes, q_bytes, s_bytes, copies, cursor = 0;
-  test::DeviceBuffer x, q, s;
+
+ private:
+  static std::size_t most(const std::vector<VariantSlices>& slices, std::size_t VariantSlices::*bytes) {
+    std::size_t largest = 0;
+    for (const VariantSlices& slice : slices) largest = std::max(largest, slice.*bytes * slice.copies);
+    return largest;
+  }
+  test::DeviceBuffer x_, q_, s_;
+};
+
+struct VariantPoint {
+  double us = 0;
+  double fraction = 0;
+  bool one_group = false;
 };
 
 double moved_bytes(const ops::QuantVariant& v, std::uint32_t m, std::uint32_t k) {
@@ -64,7 +93,8 @@ void run_variants(const BenchPlan& plan, GpuSession& gpu, double ceiling_gbps, R
   table.title = "variants: every variant of the quantizer family, median us per launch and fraction of the copy "
                 "ceiling (" + std::to_string(plan.variant_launches) +
                 " launches in batches of 10 behind a spin, inputs rotated over 2x L2); bytes = input read + codes + "
-                "scales written; '1g': the pick ran the one-group-per-slot kernel of a variant that ships two" +
+                "scales written; every variant at a shape on the same buffers; '1g': the pick ran the "
+                "one-group-per-slot kernel of a variant that ships two" +
                 // Why said in the title: with the lever each launch of a batch starts while the one
                 // before drains, which the copy rows cannot do.
                 std::string(ops::pdl_lever() ? "; variants launched with PDL (KILN_PDL=1), the copies without" : "");
@@ -85,29 +115,59 @@ void run_variants(const BenchPlan& plan, GpuSession& gpu, double ceiling_gbps, R
     }
     table.add(cells, record);
   }
+  const std::vector<ops::QuantVariant> variants = ops::every_quant_variant();
+  std::vector<ops::GroupQuant> quants;
+  for (const ops::QuantVariant& v : variants) {
+    quants.push_back(gpu.service().group_quant(v));
+    if (!quants.back().available()) throw_error("bench: variant " + v.module_name() + " did not load");
+  }
+  const std::vector<std::uint32_t>& ms = variant_ms();
+  const std::vector<std::uint32_t>& ks = variant_ks();
+  // points[(variant * ks + k) * ms + m]: filled shape by shape, printed variant by variant.
+  std::vector<VariantPoint> points(variants.size() * ks.size() * ms.size());
+  for (std::size_t ki = 0; ki < ks.size(); ++ki) {
+    for (std::size_t mi = 0; mi < ms.size(); ++mi) {
+      const std::uint32_t m = ms[mi], k = ks[ki];
+      std::vector<VariantSlices> slices;
+      for (const ops::QuantVariant& v : variants) slices.emplace_back(gpu.l2_bytes(), v, m, k);
+      SharedShapeBuffers buffers(gpu, slices);
+      buffers.fill(gpu, m, k);
+      for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+        gpu.flush_l2();
+        gpu.synchronize();
+        VariantPoint& point = points[(vi * ks.size() + ki) * ms.size() + mi];
+        std::size_t launch = 0;
+        point.us = time_launches_us(
+            gpu,
+            [&] {
+              const ops::QuantArgs args = buffers.args(slices[vi], launch++, m, k, gpu.stream());
+              point.one_group = quants[vi].launch(gpu.backend(), args).slots.one_group;
+            },
+            plan.variant_launches, variants[vi].module_name() + " M=" + std::to_string(m) + " K=" + std::to_string(k));
+        point.fraction = moved_bytes(variants[vi], m, k) / (point.us * 1e-6) / 1e9 / ceiling_gbps;
+      }
+    }
+  }
   double worst = std::numeric_limits<double>::infinity();
   std::string worst_at;
-  for (const ops::QuantVariant& v : ops::every_quant_variant()) {
-    const ops::GroupQuant quant = gpu.service().group_quant(v);
-    if (!quant.available()) throw_error("bench: variant " + v.module_name() + " did not load");
-    for (std::uint32_t k : variant_ks()) {
+  for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+    const ops::QuantVariant& v = variants[vi];
+    for (std::size_t ki = 0; ki < ks.size(); ++ki) {
+      const std::uint32_t k = ks[ki];
       std::vector<std::string> cells{v.module_name(), std::to_string(k)};
       nlohmann::json record{{"variant", v.module_name()}, {"k", k}, {"points", nlohmann::json::array()}};
-      for (std::uint32_t m : variant_ms()) {
-        VariantBuffers buffers(gpu, v, m, k);
-        bool one_group = false;
-        const double us = time_launches_us(
-            gpu, [&] { one_group = quant.launch(gpu.backend(), buffers.next(m, k, gpu.stream())).slots.one_group; },
-            plan.variant_launches, v.module_name() + " M=" + std::to_string(m) + " K=" + std::to_string(k));
-        const double fraction = moved_bytes(v, m, k) / (us * 1e-6) / 1e9 / ceiling_gbps;
-        cells.push_back(fixed(us, 2) + " (" + fixed(100 * fraction, 0) + "%)" + (one_group ? " 1g" : ""));
+      for (std::size_t mi = 0; mi < ms.size(); ++mi) {
+        const std::uint32_t m = ms[mi];
+        const VariantPoint& point = points[(vi * ks.size() + ki) * ms.size() + mi];
+        cells.push_back(fixed(point.us, 2) + " (" + fixed(100 * point.fraction, 0) + "%)" +
+                        (point.one_group ? " 1g" : ""));
         record["points"].push_back({{"m", m},
-                                    {"us", us},
-                                    {"of_ceiling", fraction},
+                                    {"us", point.us},
+                                    {"of_ceiling", point.fraction},
                                     {"bytes", moved_bytes(v, m, k)},
-                                    {"one_group", one_group}});
-        if (static_cast<double>(m) * k >= LARGE_ELEMENTS && fraction < worst) {
-          worst = fraction;
+                                    {"one_group", point.one_group}});
+        if (static_cast<double>(m) * k >= LARGE_ELEMENTS && point.fraction < worst) {
+          worst = point.fraction;
           worst_at = v.module_name() + " at " + std::to_string(m) + " x " + std::to_string(k);
         }
       }
