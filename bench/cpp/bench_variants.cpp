@@ -85,6 +85,48 @@ double moved_bytes(const ops::QuantVariant& v, std::uint32_t m, std::uint32_t k)
   return static_cast<double>(m) * k * (in + 1) + static_cast<double>(ops::quant_scales_bytes(v, m, k));
 }
 
+// Where (variant, K, M) sits in the points of time_every_point: variant by variant, as printed.
+std::size_t point_index(std::size_t variant, std::size_t k, std::size_t m) {
+  return (variant * variant_ks().size() + k) * variant_ms().size() + m;
+}
+
+// Every variant at every (M, K), shape by shape, each shape's variants on one set of buffers.
+std::vector<VariantPoint> time_every_point(const BenchPlan& plan, GpuSession& gpu,
+                                           const std::vector<ops::QuantVariant>& variants, double ceiling_gbps) {
+  std::vector<ops::GroupQuant> quants;
+  for (const ops::QuantVariant& v : variants) {
+    quants.push_back(gpu.service().group_quant(v));
+    if (!quants.back().available()) throw_error("bench: variant " + v.module_name() + " did not load");
+  }
+  const std::vector<std::uint32_t>& ms = variant_ms();
+  const std::vector<std::uint32_t>& ks = variant_ks();
+  std::vector<VariantPoint> points(variants.size() * ks.size() * ms.size());
+  for (std::size_t ki = 0; ki < ks.size(); ++ki) {
+    for (std::size_t mi = 0; mi < ms.size(); ++mi) {
+      const std::uint32_t m = ms[mi], k = ks[ki];
+      std::vector<VariantSlices> slices;
+      for (const ops::QuantVariant& v : variants) slices.emplace_back(gpu.l2_bytes(), v, m, k);
+      SharedShapeBuffers buffers(gpu, slices);
+      buffers.fill(gpu, m, k);
+      for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+        gpu.flush_l2();
+        gpu.synchronize();
+        VariantPoint& point = points[point_index(vi, ki, mi)];
+        std::size_t launch = 0;
+        point.us = time_launches_us(
+            gpu,
+            [&] {
+              const ops::QuantArgs args = buffers.args(slices[vi], launch++, m, k, gpu.stream());
+              point.one_group = quants[vi].launch(gpu.backend(), args).slots.one_group;
+            },
+            plan.variant_launches, variants[vi].module_name() + " M=" + std::to_string(m) + " K=" + std::to_string(k));
+        point.fraction = moved_bytes(variants[vi], m, k) / (point.us * 1e-6) / 1e9 / ceiling_gbps;
+      }
+    }
+  }
+  return points;
+}
+
 }  // namespace
 
 void run_variants(const BenchPlan& plan, GpuSession& gpu, double ceiling_gbps, Report& report) {
@@ -116,38 +158,9 @@ void run_variants(const BenchPlan& plan, GpuSession& gpu, double ceiling_gbps, R
     table.add(cells, record);
   }
   const std::vector<ops::QuantVariant> variants = ops::every_quant_variant();
-  std::vector<ops::GroupQuant> quants;
-  for (const ops::QuantVariant& v : variants) {
-    quants.push_back(gpu.service().group_quant(v));
-    if (!quants.back().available()) throw_error("bench: variant " + v.module_name() + " did not load");
-  }
   const std::vector<std::uint32_t>& ms = variant_ms();
   const std::vector<std::uint32_t>& ks = variant_ks();
-  // points[(variant * ks + k) * ms + m]: filled shape by shape, printed variant by variant.
-  std::vector<VariantPoint> points(variants.size() * ks.size() * ms.size());
-  for (std::size_t ki = 0; ki < ks.size(); ++ki) {
-    for (std::size_t mi = 0; mi < ms.size(); ++mi) {
-      const std::uint32_t m = ms[mi], k = ks[ki];
-      std::vector<VariantSlices> slices;
-      for (const ops::QuantVariant& v : variants) slices.emplace_back(gpu.l2_bytes(), v, m, k);
-      SharedShapeBuffers buffers(gpu, slices);
-      buffers.fill(gpu, m, k);
-      for (std::size_t vi = 0; vi < variants.size(); ++vi) {
-        gpu.flush_l2();
-        gpu.synchronize();
-        VariantPoint& point = points[(vi * ks.size() + ki) * ms.size() + mi];
-        std::size_t launch = 0;
-        point.us = time_launches_us(
-            gpu,
-            [&] {
-              const ops::QuantArgs args = buffers.args(slices[vi], launch++, m, k, gpu.stream());
-              point.one_group = quants[vi].launch(gpu.backend(), args).slots.one_group;
-            },
-            plan.variant_launches, variants[vi].module_name() + " M=" + std::to_string(m) + " K=" + std::to_string(k));
-        point.fraction = moved_bytes(variants[vi], m, k) / (point.us * 1e-6) / 1e9 / ceiling_gbps;
-      }
-    }
-  }
+  const std::vector<VariantPoint> points = time_every_point(plan, gpu, variants, ceiling_gbps);
   double worst = std::numeric_limits<double>::infinity();
   std::string worst_at;
   for (std::size_t vi = 0; vi < variants.size(); ++vi) {
@@ -158,7 +171,7 @@ void run_variants(const BenchPlan& plan, GpuSession& gpu, double ceiling_gbps, R
       nlohmann::json record{{"variant", v.module_name()}, {"k", k}, {"points", nlohmann::json::array()}};
       for (std::size_t mi = 0; mi < ms.size(); ++mi) {
         const std::uint32_t m = ms[mi];
-        const VariantPoint& point = points[(vi * ks.size() + ki) * ms.size() + mi];
+        const VariantPoint& point = points[point_index(vi, ki, mi)];
         cells.push_back(fixed(point.us, 2) + " (" + fixed(100 * point.fraction, 0) + "%)" +
                         (point.one_group ? " 1g" : ""));
         record["points"].push_back({{"m", m},
