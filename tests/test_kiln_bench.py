@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""`kiln bench`'s CPU-only part, run as a user would: it exits 0, prints the host rows and target
-rows, and writes them as JSON. Without a GPU, the GPU parts exit 77 with a message.
+"""kiln-bench's CPU-only part, run as a user would: it exits 0, prints the host rows and target
+rows, and writes them as JSON. Without a GPU, the GPU parts exit 77 with a message. The installed
+kiln program has no benchmark command.
 
-Usage: test_kiln_bench.py KILN_EXECUTABLE
+Usage: test_kiln_bench.py KILN_BENCH_EXECUTABLE KILN_EXECUTABLE
 """
 import json
 import os
@@ -12,13 +13,13 @@ import sys
 import tempfile
 from checks import check, exit_status
 
-def run(kiln, *args):
-    return subprocess.run([kiln, *args], capture_output=True, text=True, env=dict(os.environ), timeout=240)
+def run(program, *args):
+    return subprocess.run([program, *args], capture_output=True, text=True, env=dict(os.environ), timeout=240)
 
 
-def test_host(kiln, tmp):
+def test_host(bench, tmp):
     out = tmp / 'bench.json'
-    done = run(kiln, 'bench', '--only', 'host', '--quick', '--json', str(out))
+    done = run(bench, '--only', 'host', '--quick', '--json', str(out))
     check(done.returncode == 0, f'bench --only host exits 0, got {done.returncode} (stderr: {done.stderr})')
     for row in ('pick_with (varied m, k', 'NVRTC first compile in this process', 'both modules at once on 2 threads',
                 '== disk cache (CPU only)', '== targets'):
@@ -39,25 +40,34 @@ def test_host(kiln, tmp):
     check(report['environment'].get('nvrtc'), f"the NVRTC version is recorded: {report['environment']}")
 
 
-def test_without_gpu(kiln):
+def test_without_gpu(bench, kiln):
     info = json.loads(run(kiln, 'info', '--json').stdout)
     if info['driver']['available'] and info['devices']:
         print('a GPU is present: the exit-77 path is not exercised here')
         return
     for part in ('gpu', 'decode', 'jit'):
-        done = run(kiln, 'bench', '--only', part, '--quick')
+        done = run(bench, '--only', part, '--quick')
         check(done.returncode == 77, f'bench --only {part} without a GPU exits 77, got {done.returncode}')
         check('no usable GPU' in done.stderr, f'and says why: {done.stderr}')
         check('host parts' not in done.stderr, f'and claims no host part ran: {done.stderr}')
-    done = run(kiln, 'bench', '--only', 'nonsense')
-    check(done.returncode != 0 and done.returncode != 77, f'a bad --only is a usage error: {done.returncode}')
+    done = run(bench, '--only', 'nonsense')
+    check(done.returncode == 2, f'a bad --only is a usage error (exit 2): {done.returncode} {done.stderr}')
+
+
+def test_not_in_kiln(kiln):
+    listed = run(kiln, '--help')
+    check(listed.returncode == 0 and 'bench' not in listed.stdout, f'kiln --help lists no benchmark: {listed.stdout}')
+    done = run(kiln, 'bench')
+    check(done.returncode == 2 and "unknown command 'bench'" in done.stderr,
+          f'kiln bench is an unknown command (exit 2): {done.returncode} {done.stderr}')
 
 
 def main():
-    kiln = sys.argv[1]
+    bench, kiln = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as tmp:
-        test_host(kiln, pathlib.Path(tmp))
-    test_without_gpu(kiln)
+        test_host(bench, pathlib.Path(tmp))
+    test_without_gpu(bench, kiln)
+    test_not_in_kiln(kiln)
     return exit_status()
 
 

@@ -22,9 +22,6 @@ void add_all_commands(CLI::App& app) {
   add_cache_command(app);
   add_pack_command(app);
   add_worker_command(app);
-#ifdef KILN_BENCH
-  add_bench_command(app);
-#endif
 }
 
 }  // namespace kiln::cli

@@ -20,8 +20,6 @@ void add_pack_command(CLI::App& app);
 void add_cache_remote_commands(CLI::App& cache);
 /// `kiln cache stats --remote`: the remote cache's entries, bytes and leases.
 void remote_stats(bool json);
-/// `kiln bench` and its hidden `bench-child` (tools/cmd_bench.cpp; built unless -Dbench=false).
-void add_bench_command(CLI::App& app);
 
 /// kiln's exit statuses (`kiln --help` lists them): a usage error is anything wrong with the
 /// command line itself (unknown command or option, a missing or bad value); a failure is work that

@@ -49,7 +49,7 @@ GpuSession::GpuSession() : service_(0) {
                            "cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
                            "cuEventCreate", "cuEventDestroy_v2", "cuEventRecord",
                            "cuEventElapsedTime_v2"},
-                          "kiln bench");
+                          "kiln-bench");
   quant_ = service_.fp8_act_quant();
   if (!quant_.shared().loaded())
     throw_error("the shared quantizer kernel did not load on " + backend().device().name + " (the log says why)");

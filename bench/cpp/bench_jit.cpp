@@ -39,7 +39,7 @@ void run_child(Variant& variant, const std::string& cache_dir) {
   // cache in the caller's environment would change what is measured.
   const auto env =
       child_environment({"KILN_CACHE_DIR", "KILN_CACHE", "KILN_DUMP_DIR"}, {"KILN_CACHE_DIR=" + cache_dir});
-  std::vector<std::string> args{"bench-child"};
+  std::vector<std::string> args{"child"};
   args.insert(args.end(), variant.args.begin(), variant.args.end());
   const ChildRun run = run_self(args, env);
   if (run.exit_status != 0)

@@ -1,5 +1,5 @@
 #pragma once
-// The parts of `kiln bench`, one file each. Every part adds its tables and target rows to the
+// The parts of `kiln-bench`, one file each. Every part adds its tables and target rows to the
 // report; a measurement that cannot be made throws kiln::Error.
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// How much `kiln bench` measures: iteration counts for a full run and for --quick, and the shapes
+// How much `kiln-bench` measures: iteration counts for a full run and for --quick, and the shapes
 // the issue names. One place, so every part and the report agree on what was run.
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// What `kiln bench` found: tables (text cells for people, one JSON record per row for tools),
+// What `kiln-bench` found: tables (text cells for people, one JSON record per row for tools),
 // target rows (target, measured, limit, met) and the environment, printed as each part finishes
 // and written as one JSON document.
 

@@ -36,7 +36,7 @@ struct VariantSlices {
 // Why one set of buffers per shape, shared by every variant: when each point allocated its own,
 // fp32 points at 32768 x 2048 on the H100 took 87-95% of the ceiling or 101% depending on where in
 // the run they fell, while the same kernel took 101% in every placement the geometry harness gave it
-// (bench/results/2026-12-06-h100-fp32-placement.md). On shared buffers the variants at a shape read
+// (docs/performance.md, "Method"). On shared buffers the variants at a shape read
 // and write the same memory, so they compare with each other on equal terms.
 class SharedShapeBuffers {
  public:

@@ -1,25 +1,30 @@
-// kiln bench: the whole benchmark in one run. Host parts (pick_with, NVRTC, disk cache) run
-// anywhere; the GPU parts (JIT processes, launch costs, ceiling, arms, decode, floor) need GPU 0,
-// and without one `kiln bench` says so and exits 77 after the host parts.
+// kiln-bench: the whole benchmark in one run, a development program that is never installed. Host
+// parts (pick_with, NVRTC, disk cache) run anywhere; the GPU parts (JIT processes, launch costs,
+// ceiling, arms, decode, floor) need GPU 0, and without one it says so and exits 77 after the host
+// parts.
+#include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <thread>
+
+#include <CLI/CLI.hpp>
 
 #include "bench_device.hpp"
 #include "bench_parts.hpp"
 #include "bench_plan.hpp"
 #include "bench_report.hpp"
-#include "commands.hpp"
 #include "driver/cuda_backend.hpp"
 #include "jit/nvrtc.hpp"
 #include "kiln/ops/fp8_act_quant_floor.hpp"
 #include "kiln/version.hpp"
 
-namespace kiln::cli {
+namespace kiln::bench {
 
 namespace {
 
 constexpr int EXIT_SKIPPED = 77;
+constexpr int EXIT_FAILED = 1;
+constexpr int EXIT_USAGE = 2;
 
 struct BenchArgs {
   std::string json;
@@ -50,7 +55,7 @@ std::string kernel_driver_line() {
   return line;
 }
 
-void describe_host(bench::Report& report, const bench::BenchPlan& plan) {
+void describe_host(Report& report, const BenchPlan& plan) {
   auto& env = report.environment();
   env["date"] = utc_now();
   env["kiln"] = std::string(version_string());
@@ -61,7 +66,7 @@ void describe_host(bench::Report& report, const bench::BenchPlan& plan) {
   env["lever_KILN_FP8_ACT_QUANT_HOPPER"] = ops::fp8_act_quant_hopper_enabled();
 }
 
-void describe_gpu(bench::Report& report, const DriverStatus& status, bench::GpuSession* gpu) {
+void describe_gpu(Report& report, const DriverStatus& status, GpuSession* gpu) {
   auto& env = report.environment();
   env["driver_api"] = status.version ? nlohmann::json(status.version->str()) : nlohmann::json(nullptr);
   env["driver_text"] = kernel_driver_line();
@@ -76,12 +81,12 @@ void describe_gpu(bench::Report& report, const DriverStatus& status, bench::GpuS
 }
 
 /// Runs the parts `args.only` selects; returns the reason the GPU parts were skipped, if they were.
-std::string run_parts(const BenchArgs& args, const bench::BenchPlan& plan, bench::Report& report) {
+std::string run_parts(const BenchArgs& args, const BenchPlan& plan, Report& report) {
   const bool all = args.only.empty();
   if (all || args.only == "host") {
-    bench::run_host(plan, report);
-    bench::run_disk(plan, report);
-    bench::run_remote(plan, report);
+    run_host(plan, report);
+    run_disk(plan, report);
+    run_remote(plan, report);
   }
   const bool jit = all || args.only == "jit", gpu_parts = all || args.only == "gpu";
   const bool decode_only = args.only == "decode";
@@ -95,23 +100,24 @@ std::string run_parts(const BenchArgs& args, const bench::BenchPlan& plan, bench
     return reason;
   }
   // Why first: the fresh processes should start before this one holds a context and gigabytes.
-  if (jit) bench::run_jit_processes(plan, report);
-  bench::GpuSession gpu;
+  if (jit) run_jit_processes(plan, report);
+  GpuSession gpu;
   describe_gpu(report, status, &gpu);
-  if (jit) bench::run_launch(plan, gpu, report);
+  if (jit) run_launch(plan, gpu, report);
   if (gpu_parts) {
-    const double ceiling_gbps = bench::run_gpu(plan, gpu, report);
-    bench::run_decode(plan, gpu, report);
-    bench::run_variants(plan, gpu, ceiling_gbps, report);
+    const double ceiling_gbps = run_gpu(plan, gpu, report);
+    run_decode(plan, gpu, report);
+    run_variants(plan, gpu, ceiling_gbps, report);
   } else if (decode_only) {
-    bench::run_decode(plan, gpu, report);
+    run_decode(plan, gpu, report);
   }
   return {};
 }
 
-void run_bench(const BenchArgs& args) {
-  const bench::BenchPlan plan = bench::BenchPlan::make(args.quick);
-  bench::Report report;
+/// Returns the exit status: 0, or 77 when the GPU parts were skipped for want of a GPU.
+int run_bench(const BenchArgs& args) {
+  const BenchPlan plan = BenchPlan::make(args.quick);
+  Report report;
   describe_host(report, plan);
   std::string skipped;
   try {
@@ -126,34 +132,48 @@ void run_bench(const BenchArgs& args) {
   if (!args.json.empty()) report.write_json(args.json);
   if (!skipped.empty()) {
     // Why only without --only: --only jit, gpu or decode runs no host part.
-    std::fprintf(stderr, "kiln bench: %s; the GPU parts need one%s\n", skipped.c_str(),
+    std::fprintf(stderr, "kiln-bench: %s; the GPU parts need one%s\n", skipped.c_str(),
                  args.only.empty() ? " (the host parts above ran)" : "");
-    set_exit_code(EXIT_SKIPPED);
+    return EXIT_SKIPPED;
   }
+  return 0;
 }
 
 }  // namespace
 
-void add_bench_command(CLI::App& app) {
-  auto args = std::make_shared<BenchArgs>();
-  auto* cmd = app.add_subcommand("bench",
-                                 "Measure kiln on this machine: bandwidth, decode launches, JIT cold/warm, "
-                                 "caches (exit 77 without a GPU, after the host parts)");
-  cmd->add_option("--json", args->json, "Also write every measurement to FILE as JSON");
-  cmd->add_flag("--quick", args->quick, "Fewer iterations (same shapes)");
-  cmd->add_option("--only", args->only,
-                  "Run one part: host (CPU only), jit, gpu, or decode (the gpu part's decode table alone)")
+}  // namespace kiln::bench
+
+int main(int argc, char** argv) {
+  using namespace kiln::bench;
+  CLI::App app{"kiln-bench: measure kiln on this machine: bandwidth, decode launches, JIT cold/warm, caches "
+               "(exit 77 without a GPU, after the host parts)"};
+  app.set_version_flag("--version", std::string(kiln::version_string()));
+  BenchArgs args;
+  app.add_option("--json", args.json, "Also write every measurement to FILE as JSON");
+  app.add_flag("--quick", args.quick, "Fewer iterations (same shapes)");
+  app.add_option("--only", args.only,
+                 "Run one part: host (CPU only), jit, gpu, or decode (the gpu part's decode table alone)")
       ->check(CLI::IsMember({"host", "jit", "gpu", "decode"}));
-  cmd->callback([args] { run_bench(*args); });
-
-  // The fresh process of the JIT part; hidden (empty group), started by `kiln bench` itself.
-  auto child = std::make_shared<ChildArgs>();
-  auto* hidden = app.add_subcommand("bench-child", "Internal: one fresh process of kiln bench's JIT part");
+  // The fresh process of the JIT part; hidden (empty group), started by kiln-bench itself.
+  ChildArgs child;
+  auto* hidden = app.add_subcommand("child", "Internal: one fresh process of the JIT part");
   hidden->group("");
-  hidden->add_option("--mode", child->mode, "driver or jit")->required()->check(CLI::IsMember({"driver", "jit"}));
-  hidden->add_flag("--driver-first", child->driver_first, "Bring the driver up before kiln");
-  hidden->add_option("--spawned-at", child->spawned_at, "The parent's CLOCK_MONOTONIC ns at spawn")->required();
-  hidden->callback([child] { bench::run_jit_child(child->mode, child->driver_first, child->spawned_at); });
+  hidden->add_option("--mode", child.mode, "driver or jit")->required()->check(CLI::IsMember({"driver", "jit"}));
+  hidden->add_flag("--driver-first", child.driver_first, "Bring the driver up before kiln");
+  hidden->add_option("--spawned-at", child.spawned_at, "The parent's CLOCK_MONOTONIC ns at spawn")->required();
+  try {
+    app.parse(argc, argv);
+    if (hidden->parsed()) {
+      run_jit_child(child.mode, child.driver_first, child.spawned_at);
+      return 0;
+    }
+    return run_bench(args);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::fprintf(stderr, "kiln-bench: %s\nRun 'kiln-bench --help' for the options.\n", e.what());
+    return EXIT_USAGE;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln-bench: %s\n", e.what());
+    return EXIT_FAILED;
+  }
 }
-
-}  // namespace kiln::cli
