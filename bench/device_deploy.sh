@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# H200 proof of issue 19 (deploy without a compiler). From the repository root on the GPU machine,
-# with .carry/bin/kiln and .carry/lib (libkiln.so*, libspdlog, libfmt, libxxhash) carried:
+# Deploy without a compiler, on a GPU. From the repository root on the GPU machine, with
+# .carry/bin/kiln, .carry/bin/kiln-bench and .carry/lib (libkiln.so*, libspdlog, libfmt, libxxhash) carried:
 #  1. packs a bundle with NVRTC present (the toolkit's, or KILN_NVRTC_LIBRARY), lists and verifies it;
 #  2. moves it to another folder tree; from another working directory, with NVRTC hidden
 #     (KILN_NVRTC_LIBRARY pointing nowhere, no toolkit on LD_LIBRARY_PATH) and KILN_JIT=off,
 #     `kiln selftest` must quantize correctly from the bundle, and LD_DEBUG shows libnvrtc never opened;
 #  3. times 15 fresh processes each (alternating): start to both quantizer handles from the bundle
-#     vs a process doing only driver start-up (cuInit + primary context), via `kiln bench-child`.
-# Writes $OUT/deploy.log and $OUT/deploy.md (the table for bench/results/); prints the summary,
+#     vs a process doing only driver start-up (cuInit + primary context), via `kiln-bench child`.
+# Writes $OUT/deploy.log and $OUT/deploy.md (the timing table); prints the summary,
 # with each failing step's whole log, and exits 1 if any step failed.
 set -uo pipefail
 root=$PWD
 export LD_LIBRARY_PATH=$root/.carry/lib
 K=$root/.carry/bin/kiln
+KB=$root/.carry/bin/kiln-bench
 w=$(mktemp -d)
 log=$OUT/deploy.log
 . "$(dirname "$0")/device_steps.sh"
@@ -35,15 +36,15 @@ echo "libnvrtc opened by the selftest process: $opened times"
 # files to exist and name no libnvrtc.
 compgen -G "$w/ld.*" > /dev/null && [ "$opened" -eq 0 ]; step_exit $?
 step timing
-(cd $w/elsewhere && "${hidden[@]}" python3 - "$K" "$OUT/deploy.md" <<'PY'
+(cd $w/elsewhere && "${hidden[@]}" python3 - "$KB" "$OUT/deploy.md" <<'PY'
 import json, statistics, subprocess, sys, time
-kiln, out = sys.argv[1], sys.argv[2]
+kiln_bench, out = sys.argv[1], sys.argv[2]
 runs = {'driver': [], 'bundle': []}
 rows = {'driver': [], 'bundle': []}
 for i in range(15):
     for name, mode in (('driver', 'driver'), ('bundle', 'jit')):
         start = time.monotonic_ns()
-        done = subprocess.run([kiln, 'bench-child', '--mode', mode, '--spawned-at', str(start)],
+        done = subprocess.run([kiln_bench, 'child', '--mode', mode, '--spawned-at', str(start)],
                               capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
             sys.exit(f'{name} child failed: {done.stderr[-800:]}')

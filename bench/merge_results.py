@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Merge one device run's results into bench/results/<date>-<gpu>.md and .json.
+"""Merge one device run's results into <date>-<gpu>.md and .json (bench/run_device.sh writes them to $OUT).
 
   merge_results.py --kiln bench.json [--triton triton.json] [--triton-jit triton_jit.json]
                    [--cupy cupy.json] [--smi nvidia-smi.csv] --out-dir DIR
 
-kiln's JSON (kiln bench --json) is required; a peer whose file is missing or empty is reported as
+kiln's JSON (kiln-bench --json) is required; a peer whose file is missing or empty is reported as
 not run. The markdown holds the environment (date, GPU, driver and NVRTC versions), the targets,
 every kiln table, Triton's kernel times next to kiln's arms, and the JIT peers next to kiln's JIT.
 """
@@ -126,10 +126,11 @@ def main():
 
     date = str(env.get("date", "unknown"))[:10]
     gpu = env.get("gpu") or smi.get("name") or "no GPU"
-    slug = "h200" if "H200" in gpu else (re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-") or "nogpu")
+    kind = re.search(r"\b(H100|H200)\b", gpu)
+    slug = kind.group(1).lower() if kind else (re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-") or "nogpu")
     stem = f"{date}-{slug}"
 
-    out = [f"# kiln bench, {date}, {gpu}", ""]
+    out = [f"# kiln-bench, {date}, {gpu}", ""]
     facts = [
         ("date (UTC)", env.get("date")),
         ("GPU", f"{gpu} (compute capability {env.get('compute_capability', '?')}, {env.get('sm_count', '?')} SMs, "
@@ -143,7 +144,7 @@ def main():
         ("host CPUs", env.get("cpus")),
     ]
     if env.get("error"):
-        facts.append(("kiln bench error", env["error"]))
+        facts.append(("kiln-bench error", env["error"]))
     out += [md_table(["", ""], facts), ""]
     for part, reason in kiln.get("skipped", {}).items():
         out += [f"Skipped: {part}: {reason}", ""]

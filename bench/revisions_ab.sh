@@ -1,26 +1,27 @@
 #!/usr/bin/env bash
-# kiln bench of several revisions in one session on one GPU, alternating, for a kernel change's A/B
-# (figures from different machines or sessions do not compare: README "Benchmark").
+# kiln-bench of several revisions in one session on one GPU, alternating, for a kernel change's A/B
+# (figures from different machines or sessions do not compare: docs/performance.md, "Comparing runs").
 #   bench/revisions_ab.sh build DIR REV...
-#       here, on any machine with kiln's build dependencies: each revision's kiln and libkiln,
-#       built in a temporary git worktree, into DIR/<short hash>/{bin,lib}; DIR/revisions lists
-#       them in the order given. Put DIR under .carry so the device tool carries it.
-#   bench/revisions_ab.sh run DIR ROUNDS [KILN BENCH ARGUMENTS...]
-#       on the GPU, from the repository root: ROUNDS rounds of `kiln bench ARGUMENTS` for every
+#       here, on any machine with kiln's build dependencies: each revision's kiln, kiln-bench (where
+#       the revision has it; older ones carry the benchmark as `kiln bench`) and libkiln, built in a
+#       temporary git worktree, into DIR/<short hash>/{bin,lib}; DIR/revisions lists them in the
+#       order given. Put DIR under .carry so the device tool carries it.
+#   bench/revisions_ab.sh run DIR ROUNDS [KILN-BENCH ARGUMENTS...]
+#       on the GPU, from the repository root: ROUNDS rounds of `kiln-bench ARGUMENTS` for every
 #       revision in DIR/revisions, in that order, reversed in every second round, each with its own
 #       libkiln ahead of .carry/lib (spdlog, fmt, xxhash, hiredis) and a fresh cache folder; logs
 #       to $OUT/bench-<hash>-<round>.log (OUT defaults to ./bench-out). Runs them all, then exits
 #       1 if any failed. KILN_PDL=1 and the like pass through the environment.
 #   Then bench/variants_ab.py compares the builds' variants tables from those logs.
 set -euo pipefail
-usage="usage: bench/revisions_ab.sh build DIR REV... | run DIR ROUNDS [KILN BENCH ARGUMENTS...]"
+usage="usage: bench/revisions_ab.sh build DIR REV... | run DIR ROUNDS [KILN-BENCH ARGUMENTS...]"
 mode=${1:?$usage}
 dir=${2:?$usage}
 shift 2
 
 build() {
   [ $# -gt 0 ] || { echo "revisions_ab.sh build: name at least one revision" >&2; exit 2; }
-  local root nvrtc rev hash work
+  local root nvrtc rev hash work options targets
   root=$(git rev-parse --show-toplevel)
   nvrtc=${KILN_NVRTC_ROOT:-/usr/local/cuda}
   mkdir -p "$dir"
@@ -31,8 +32,15 @@ build() {
     # Why a trap: a step that fails under set -e must not leave the worktree registered.
     trap 'git -C "$root" worktree remove --force "$work/src" 2>/dev/null; rm -rf "$work"' EXIT
     git -C "$root" worktree add --quiet --detach "$work/src" "$hash"
-    # Why only the kiln target: the A/B needs the library and the command, not the test suites.
-    if ! { meson setup "$work/build" "$work/src" -Dnvrtc_root="$nvrtc" && ninja -C "$work/build" tools/kiln; } \
+    # Why only these targets: the A/B needs the library and the programs, not the test suites. A
+    # revision whose bench option is a feature builds the benchmark as its own program, kiln-bench.
+    options=(-Dnvrtc_root="$nvrtc")
+    targets=(tools/kiln)
+    if grep -qE "option\('bench', type: 'feature'" "$work/src/meson_options.txt" 2>/dev/null; then
+      options+=(-Dbench=enabled)
+      targets+=(bench/kiln-bench)
+    fi
+    if ! { meson setup "$work/build" "$work/src" "${options[@]}" && ninja -C "$work/build" "${targets[@]}"; } \
         >"$work/log" 2>&1; then
       echo "revisions_ab.sh: building $rev ($hash) failed:" >&2
       cat "$work/log" >&2
@@ -41,9 +49,10 @@ build() {
     rm -rf "${dir:?}/$hash"
     mkdir -p "$dir/$hash/bin" "$dir/$hash/lib"
     cp "$work/build/tools/kiln" "$dir/$hash/bin/"
+    [ ! -f "$work/build/bench/kiln-bench" ] || cp "$work/build/bench/kiln-bench" "$dir/$hash/bin/"
     find "$work/build/src" -maxdepth 1 -name 'libkiln.so*' ! -type d -exec cp -P {} "$dir/$hash/lib/" \;
     # Why strip: the device tool carries at most 64 MiB.
-    strip "$dir/$hash/bin/kiln" "$dir/$hash/lib/"libkiln.so.*.*
+    strip "$dir/$hash/bin/"* "$dir/$hash/lib/"libkiln.so.*.*
     git -C "$root" worktree remove --force "$work/src"
     rm -rf "$work"
     trap - EXIT
@@ -69,8 +78,10 @@ run() {
     fi
     for hash in "${this_round[@]}"; do
       status=0
+      local bench=("$dir/$hash/bin/kiln-bench")
+      [ -x "${bench[0]}" ] || bench=("$dir/$hash/bin/kiln" bench)
       LD_LIBRARY_PATH="$dir/$hash/lib:$PWD/.carry/lib:/usr/local/cuda/lib64" KILN_CACHE_DIR=$(mktemp -d) \
-        "$dir/$hash/bin/kiln" bench "$@" >"$out/bench-$hash-$round.log" 2>&1 || status=$?
+        "${bench[@]}" "$@" >"$out/bench-$hash-$round.log" 2>&1 || status=$?
       echo "round $round $hash: exit $status ($(date -u +%H:%M:%S))"
       if [ "$status" -ne 0 ]; then
         failed=1

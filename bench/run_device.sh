@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# The benchmark run on the GPU machine (kiln bench and its peers), from the repository root:
-#   kiln bench --json, the Triton baseline (kernel times at kiln's shapes; first call cold and warm),
-#   the CuPy RawModule peer (same sources, cold and warm), then merge_results.py.
+# The benchmark run on the GPU machine (kiln-bench and its peers), from the repository root:
+#   kiln-bench --json, the Triton baseline (kernel times at kiln's shapes; first call cold and warm),
+#   the CuPy RawModule peer (same sources, cold and warm), merge_results.py, then the run against
+#   the committed baseline of its GPU kind (compare_baseline.py; skipped when there is none).
 #
 # Usage: bench/run_device.sh [--quick]
-#   KILN_BIN   folder holding the kiln executable (default: .carry/bin); its libkiln must be on
-#              LD_LIBRARY_PATH (default: .carry/lib, then /usr/local/cuda/lib64 for NVRTC)
+#   KILN_BIN   folder holding the kiln and kiln-bench executables (default: .carry/bin); their
+#              libkiln must be on LD_LIBRARY_PATH (default: .carry/lib, then /usr/local/cuda/lib64)
 #   OUT        where results go (the device tool sets it; default: ./bench-out)
-# Writes to $OUT: bench.json, bench.log, triton.json, triton_jit.json, cupy.json and the merged
-# <date>-<gpu>.md / .json that belong under bench/results/. About 2-3 minutes (--quick: about 1).
+# Writes to $OUT: bench.json, bench.log, triton.json, triton_jit.json, cupy.json, the merged
+# <date>-<gpu>.md / .json and compare.txt. About 2-3 minutes (--quick: about 1).
 set -euo pipefail
 
 quick=""
@@ -27,7 +28,7 @@ export LD_LIBRARY_PATH="$root/.carry/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:
 export PYTHONUNBUFFERED=1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# Why a private cache folder: kiln bench's in-process parts should not depend on what an earlier
+# Why a private cache folder: kiln-bench's in-process parts should not depend on what an earlier
 # run left in ~/.cache/kiln (its JIT part makes its own empty folders anyway).
 export KILN_CACHE_DIR="$work/kiln-cache"
 
@@ -37,12 +38,12 @@ step "environment"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$work/nvidia-smi.csv" || true
 "$bin/kiln" --version
 
-step "kiln bench $quick"
+step "kiln-bench $quick"
 set +e
-"$bin/kiln" bench $quick --json "$out/bench.json" 2>&1 | tee "$out/bench.log"
+"$bin/kiln-bench" $quick --json "$out/bench.json" 2>&1 | tee "$out/bench.log"
 kiln_status=${PIPESTATUS[0]}
 set -e
-echo "kiln bench exit status: $kiln_status"
+echo "kiln-bench exit status: $kiln_status"
 
 step "Triton baseline: kernel times"
 shapes=""
@@ -66,4 +67,9 @@ python3 bench/cupy_jit_peer.py --include "$work/src" --runs "$cupy_runs" \
 step "merge"
 python3 bench/merge_results.py --kiln "$out/bench.json" --triton "$out/triton.json" \
   --triton-jit "$out/triton_jit.json" --cupy "$out/cupy.json" --smi "$work/nvidia-smi.csv" --out-dir "$out"
+
+step "against the baseline"
+# Why not fatal: a GPU kind without a baseline, or a run that differs, is information, not a failure.
+python3 bench/compare_baseline.py --compare "$out/bench.json" > "$out/compare.txt" 2>&1 || true
+head -40 "$out/compare.txt"
 exit "$kiln_status"

@@ -66,7 +66,7 @@ def pools(m, k, copies):
 # timed launches must outlast queuing all of them, else host latency is timed.
 SLEEP_US_PER_LAUNCH = 100
 SLEEP_CYCLES_PER_US = 2000  # about the H200's 1.98 GHz; a lower clock only sleeps longer
-BATCH = 10  # launches per event pair, as kiln bench (bench/cpp/bench_device.cpp, ARM_BATCH)
+BATCH = 10  # launches per event pair, as kiln-bench (bench/cpp/bench_device.cpp, ARM_BATCH)
 
 
 def time_shape(m, k, iters):

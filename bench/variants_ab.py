@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compare kiln bench's variants table between two builds of a bench/revisions_ab.sh run.
+"""Compare kiln-bench's variants table between two builds of a bench/revisions_ab.sh run.
 
   variants_ab.py --old LOG... --new LOG... (--changed REGEX | --marked) [--big MK] [--by-m]
 
@@ -21,7 +21,7 @@ MS = (1, 16, 128, 2048, 8192, 32768)
 
 
 def variants_table(path):
-    """{(variant, K, M): (us, percent of the copy ceiling, marked 1g)} from one kiln bench log."""
+    """{(variant, K, M): (us, percent of the copy ceiling, marked 1g)} from one kiln-bench log."""
     points, inside = {}, False
     with open(path) as log:
         for line in log:
@@ -50,8 +50,8 @@ def medians(paths):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--old", nargs="+", required=True, help="kiln bench logs of the baseline")
-    ap.add_argument("--new", nargs="+", required=True, help="kiln bench logs of the change")
+    ap.add_argument("--old", nargs="+", required=True, help="kiln-bench logs of the baseline")
+    ap.add_argument("--new", nargs="+", required=True, help="kiln-bench logs of the change")
     which = ap.add_mutually_exclusive_group(required=True)
     which.add_argument("--changed", help="regular expression naming the touched variants")
     which.add_argument("--marked", action="store_true", help="the points the new logs mark '1g' changed")

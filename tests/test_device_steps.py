@@ -5,7 +5,8 @@ failure's file:line and expansion included), a last line naming the failed steps
 all pass); then bench/device_checks.sh and bench/device_pdl.sh themselves, copied into a scratch
 tree whose .carry/bin, nvidia-smi and Python scripts are stand-ins, exit 1 and show the failure when
 one GPU test fails, and exit 0 when none does; and bench/revisions_ab.sh builds revisions of a small
-stand-in project and runs stand-in revisions in alternating order.
+stand-in project and runs stand-in revisions in alternating order, through kiln-bench where a
+revision has it.
 
 Usage: test_device_steps.py SOURCE_ROOT
 """
@@ -93,7 +94,7 @@ def device_tree(root, tmp, name, fail_fp8):
         shutil.copy(root / 'bench' / script, tree / 'bench' / script)
     stand_in(tree / '.carry/bin/test_gpu_fp8', f"cat <<'EOF'\n{CATCH2_FAILURE}EOF\nexit 1\n" if fail_fp8 else
              'echo "All tests passed (9 assertions in 2 test cases)"\n')
-    for program in ('test_gpu_quant', 'test_gpu_leaks', 'example_c', 'example_rust', 'twin_geometry'):
+    for program in ('test_gpu_quant', 'test_gpu_leaks', 'example_c', 'example_rust', 'kiln-bench'):
         stand_in(tree / '.carry/bin' / program, 'echo "All tests passed"\n')
     stand_in(tree / '.carry/bin/kiln', 'if [ "$*" = "info --json" ]; then\n'
              '  echo \'{"devices": [{"fp8_act_quant": "twin"}], "counters": {}}\'\nelse echo "kiln $*: OK"; fi\n')
@@ -114,7 +115,7 @@ def run_device_script(tree, script):
 
 
 def test_scripts(root, tmp):
-    for script, steps, failed in (('device_checks.sh', 10, 'gpu_fp8'), ('device_pdl.sh', 5, 'pdl_chain, gpu_fp8'),
+    for script, steps, failed in (('device_checks.sh', 10, 'gpu_fp8'), ('device_pdl.sh', 4, 'pdl_chain, gpu_fp8'),
                                   ('device_sanitize.sh', 4, 'memcheck fp8, racecheck fp8')):
         status, out = run_device_script(device_tree(root, tmp, f'{script}-pass', fail_fp8=False), script)
         check(status == 0 and f'all {steps} steps passed' in out, f'{script}, every stand-in passes: exit 0 ({status})', out)
@@ -193,6 +194,17 @@ def test_revisions_ab(root, tmp):
     log = (tree / 'out' / 'bench-aaa-2.log').read_text() if (tree / 'out' / 'bench-aaa-2.log').exists() else ''
     check(log.startswith('aaa bench --only gpu LD=.carry/ab/aaa/lib:') and 'PDL=1' in log,
           'each run gets `bench` and the arguments, its own libkiln first, and the environment', log)
+    # A revision that has kiln-bench runs it; `kiln bench` is only for revisions without it.
+    tree = tmp / 'revisions-run-kiln-bench'
+    ab = tree / '.carry' / 'ab'
+    stand_in(ab / 'ddd' / 'bin' / 'kiln', 'echo "kiln $*"\n')
+    stand_in(ab / 'ddd' / 'bin' / 'kiln-bench', 'echo "kiln-bench $*"\n')
+    (ab / 'revisions').write_text('ddd\n')
+    done = subprocess.run(['bash', str(script), 'run', '.carry/ab', '1', '--only', 'gpu'], cwd=tree, capture_output=True,
+                          text=True, timeout=60, env=dict(os.environ, OUT=str(tree / 'out')))
+    log = (tree / 'out' / 'bench-ddd-1.log').read_text() if (tree / 'out' / 'bench-ddd-1.log').exists() else ''
+    check(done.returncode == 0 and log.startswith('kiln-bench --only gpu'),
+          f'a revision with kiln-bench runs it ({done.returncode}, {log!r})', done.stdout + done.stderr)
     for args, needed in ((['run', '.carry/ab', '0'], "ROUNDS must be a positive integer, got '0'"),
                          (['run', '.carry/none', '1'], '.carry/none/revisions is missing or empty'),
                          (['build', '.carry/x'], 'name at least one revision'),

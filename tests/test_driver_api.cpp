@@ -104,13 +104,13 @@ TEST_CASE("driver loader: a driver without cuEventElapsedTime_v2 (before CUDA 12
   // A user of the missing entry is told plainly, before it calls a null pointer.
   CHECK_NOTHROW(driver::require_entries(api, {"cuEventRecord", "cuMemAlloc_v2"}, "the GPU suite"));
   try {
-    driver::require_entries(api, {"cuEventCreate", "cuEventElapsedTime_v2"}, "kiln bench");
+    driver::require_entries(api, {"cuEventCreate", "cuEventElapsedTime_v2"}, "kiln-bench");
     FAIL("a missing optional entry was not reported");
   } catch (const Error& error) {
     CHECK(std::string(error.what()) ==
-          "the NVIDIA driver (13.0) is too old for kiln bench: libcuda-test.so.1 lacks cuEventElapsedTime_v2");
+          "the NVIDIA driver (13.0) is too old for kiln-bench: libcuda-test.so.1 lacks cuEventElapsedTime_v2");
   }
-  CHECK_THROWS_WITH(driver::require_entries(api, driver::optional_entry_points(), "kiln bench"),
+  CHECK_THROWS_WITH(driver::require_entries(api, driver::optional_entry_points(), "kiln-bench"),
                     Contains("lacks cuEventElapsedTime_v2"));
   // A test table (the fake's) has none of the tests' entries: every one is named.
   CHECK_THROWS_WITH(driver::require_entries(FakeDriver::instance().api(), {"cuMemAlloc_v2", "cuMemFree_v2"}, "x"),

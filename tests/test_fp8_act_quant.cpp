@@ -60,7 +60,7 @@ TEST_CASE("shared grid is (M, K/128, 1); the twin's is flat, ceil(M * L / 16) CT
       CHECK(twin[1] == 1);
       CHECK(twin[2] == 1);
     }
-  // The issue-16 shapes (bench/results/2026-12-04-h200-twin-access.log): 56 groups per row at K=7168.
+  // The shapes of docs/performance.md's arms table: 56 groups per row at K=7168.
   CHECK(fp8_quant_grid(true, 1, 7168)[0] == 4);
   CHECK(fp8_quant_grid(true, 16, 7168)[0] == 56);
   CHECK(fp8_quant_grid(true, 32768, 7168)[0] == 114688);

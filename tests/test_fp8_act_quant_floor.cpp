@@ -60,9 +60,9 @@ TEST_CASE("floor thresholds on a 132-SM part, pinned") {
 }
 
 TEST_CASE("the pick routes every floor point measured on the H200 to the faster arm") {
-  // bench/results/2026-12-04-h200-bench-gpu-2.log, "floor" (the flat twin; the -3 and -4 runs
-  // agree with the same floor): shared and twin us per launch, 132 SMs. A tie (within 3%) may go
-  // either way.
+  // One H200 run of kiln-bench's floor table (the flat twin; two more runs agree with the same
+  // floor: docs/performance.md, "The CTA floor"): shared and twin us per launch, 132 SMs. A tie
+  // (within 3%) may go either way.
   struct Point { std::uint32_t m, k; double shared_us, twin_us; };
   const Point points[] = {
       {16, 5120, 2.97, 2.99},  {17, 5120, 3.02, 3.01},  {25, 5120, 3.19, 3.06},  {53, 5120, 3.93, 3.27},

@@ -344,8 +344,9 @@ std::uint64_t reciprocal_mismatches(std::uint32_t absmax_bits, std::uint32_t str
 }  // namespace
 
 TEST_CASE("the twin's reciprocal-and-fma division gives true division's code for every group") {
-  // bench/twin_geometry.cu checks all ~2^31 (absmax, x) pairs on the GPU; here every finite absmax
-  // with a 1/61 sample of x, and every x for the edges: zero, denormals, eps, 1, the largest.
+  // test_gpu_fp8 and bench/explore/twin_geometry.cu check all ~2^31 (absmax, x) pairs on the GPU;
+  // here every finite absmax with a 1/61 sample of x, and every x for the edges: zero, denormals,
+  // eps, 1, the largest.
   std::uint64_t pairs = 0, bad = 0;
   for (std::uint32_t a = 0; a < BF16_INF; ++a) bad += reciprocal_mismatches(a, 61, a, pairs);
   for (const std::uint32_t a : {0x0000u, 0x0001u, 0x007fu, 0x0080u, 0x2edbu, 0x2edcu, 0x3f80u, 0x43e0u, 0x7f7fu})

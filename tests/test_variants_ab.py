@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/variants_ab.py on made-up kiln bench logs: a change that makes two variants 10% faster in
+"""bench/variants_ab.py on made-up kiln-bench logs: a change that makes two variants 10% faster in
 every round but one (whose outlier the median must drop), with the rest level, gives those figures
 per group; each build's points below 90% at M*K >= 32M are listed; a log without a variants table
 and a --changed expression that matches nothing exit non-zero with a message.
@@ -20,7 +20,7 @@ VARIANTS = ('per_token_group_quant-fp16-g64-e4m3-col-silu', 'per_token_group_qua
 
 
 def log_text(scale_of, percent_of):
-    """A kiln bench log: some other table, then the variants table with every variant at K 2048 and 18432."""
+    """A kiln-bench log: some other table, then the variants table with every variant at K 2048 and 18432."""
     lines = ['== arms: not this table', 'M  K  us', '1  2048  3.00 (1%)',
              '== variants: every variant of the quantizer family, median us per launch',
              'variant' + ' ' * 50 + 'K      ' + '  '.join(f'M={m}' for m in MS),

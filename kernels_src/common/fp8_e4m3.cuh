@@ -91,7 +91,7 @@ KILN_FP8_FN float fmax_keeping_nan(float a, float b) { return a != a || b != b ?
 // max |f[j]| over N values, NaN dropped (fmaxf), for the twin's and the family's slices alike. A
 // tree, log2(N) maxima deep, where a loop made a chain of N - 1; fmaxf is associative and
 // commutative, so the value is the same. On the H200 the two time the same
-// (bench/results/2026-12-04-h200-kernels.md, section 8).
+// (docs/performance.md, "The twin's geometry").
 // KEEP_NAN: NaN when any f[j] is NaN (max.NaN, sm_80 and later), for kernels that skip the
 // NaN-to--448 clamp on groups without NaN (e4m3x2_group's NAN_FREE).
 template <unsigned N, bool KEEP_NAN = false>
@@ -120,7 +120,7 @@ KILN_FP8_FN float clamped_ratio(float x, float scale) { return clamp_ratio(__fdi
 // largest float (GroupDivisor::by_reciprocal; the rest takes clamped_ratio). What it guarantees is the e4m3 code, not the float: over every bf16 pair with
 // |x| <= absmax (1.07 G ratios) about 3.5 M floats differ from IEEE x / scale, all of them
 // smaller than 2^-71 in magnitude, where both round to a signed e4m3 zero (the smallest e4m3
-// subnormal is 2^-9). bench/twin_geometry.cu checks every (absmax, x) pair of bf16 values on the
+// subnormal is 2^-9). bench/explore/twin_geometry.cu checks every (absmax, x) pair of bf16 values on the
 // GPU (0 codes differ), tests/test_fp8_reference.cpp on the CPU.
 // Why the residual is taken negated (first * scale - x) and added back times -recip: the values
 // are the same as x - first * scale and residual * recip (round-to-nearest is symmetric), and the

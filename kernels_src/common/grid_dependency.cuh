@@ -3,7 +3,7 @@
 // previous kernel on its stream has finished; `wait_for_prior_grid` blocks until that kernel has
 // completed and its memory is visible, so everything after it sees the stream order. Launched
 // without the attribute, both instructions return at once. KILN_NO_GRID_DEPENDENCY compiles them
-// out: only bench/family_geometry.cu sets it, to measure what they cost.
+// out: only bench/explore/family_geometry.cu sets it, to measure what they cost.
 #pragma once
 
 namespace kiln::pdl {

@@ -48,7 +48,8 @@ constexpr bool COLUMN_SCALES = KILN_Q_SCALES != 0;
 // column-major scales, and with SiLU whatever the scales. Why SiLU: on the tiles its row-major
 // variants gained 3-9 points of the copy ceiling at every shape with M*K >= 32M, the same bytes
 // (bf16 group 128: 85 -> 92% at 32768 x 7168, 82 -> 88% at 8192 x 7168; group 32 78 -> 86%;
-// int8 79 -> 84%; 2026-12-04-h200-silu-tiled.log). bench/family_geometry.sh overrides it.
+// int8 79 -> 84%; H200, docs/performance.md, "The family kernel's geometry").
+// bench/explore/family_geometry.sh overrides it.
 #ifndef KILN_Q_TILED
 #define KILN_Q_TILED (COLUMN_SCALES || KILN_Q_SILU)
 #endif
@@ -56,29 +57,26 @@ constexpr bool TILED = KILN_Q_TILED;
 constexpr bool PACKED = KILN_Q_SCALES == 3;
 // Rows per tile (kiln::ops::GroupQuant::grid). Why 4 and not 8 (one whole 32-byte sector of fp32
 // scales): longer runs of each row's input won over fuller scale sectors, by 0.4-1.8 points of the
-// copy ceiling for every column-major and packed configuration measured, at every shape
-// (bench/results/2026-12-04-h200-family-dense.log, fourth run).
+// copy ceiling for every column-major and packed configuration measured, at every shape (H200;
+// docs/performance.md, "The family kernel's geometry").
 constexpr unsigned TILE_ROWS = 4;
 constexpr unsigned TILE_GROUPS = GROUPS_PER_CTA / TILE_ROWS;
 static_assert(TILE_GROUPS % 4 == 0, "a tile's groups fill whole words of the packed layout");
 // Groups per slot (kiln::ops::GroupQuant::items_per_slot) and CTAs per SM the registers must allow,
-// measured on the H200 (bench/results/2026-12-04-h200-geometry.log, 32768 x 7168): two groups per
-// slot with all four loads issued first took 85% of the copy ceiling to 90% (row-major scales),
-// 81% to 86% (column-major, group 32) and 73% to 87% (packed UE8M0); the fused SiLU, bound by its
-// arithmetic, lost 5% with two and gained 2-9% from eight resident CTAs (32 registers) instead.
-// Except with two lanes per group (16-bit input, group 32): there, with row-major scales, eight
-// CTAs gave 55-56% and two groups per slot with four CTAs 75-80%
-// (2026-12-04-h200-geometry-silu32.log); with column-major scales 74-77% and 79-82%
-// (2026-12-04-h200-family-access.log). Not with packed UE8M0 scales: 79% went to 77% there
-// (2026-12-04-h200-bench-gpu-2.log, 32768 x 7168). Once the loads allocated in L1 (load_stream),
-// 16-bit input to e4m3 with fp32 column-major scales and no SiLU went the other way: one group and
-// eight CTAs took group 32 from 90% to 96% and group 128 from 93% to 96%, while row-major layouts
-// and int8 stayed level or lost and packed gained 1% (2026-12-04-h200-family-occupancy.log; int8 and
-// packed variants also spill at 32 registers); in kiln bench the 16-bit variants gained 3-6 points
-// and fp32 input lost 1-9 (2026-12-04-h200-bench-gpu-4.log). Once row-major dense rows located
-// their group without a division (locate), the same held for them: group 128 went from 97% (two
-// groups) to 102% and group 32 from 98% to 101%, while int8 kept two (100% against 96%;
-// 2026-12-04-h200-family-dense.log). bench/family_geometry.sh overrides both.
+// measured on the H200 at 32768 x 7168 (docs/performance.md, "The family kernel's geometry"): two
+// groups per slot with all four loads issued first took 85% of the copy ceiling to 90% (row-major
+// scales), 81% to 86% (column-major, group 32) and 73% to 87% (packed UE8M0); the fused SiLU, bound
+// by its arithmetic, lost 5% with two and gained 2-9% from eight resident CTAs (32 registers)
+// instead. Except with two lanes per group (16-bit input, group 32): there, with row-major scales,
+// eight CTAs gave 55-56% and two groups per slot with four CTAs 75-80%; with column-major scales
+// 74-77% and 79-82%. Not with packed UE8M0 scales: 79% went to 77% there. Once the loads allocated
+// in L1 (load_stream), 16-bit input to e4m3 with fp32 column-major scales and no SiLU went the other
+// way: one group and eight CTAs took group 32 from 90% to 96% and group 128 from 93% to 96%, while
+// row-major layouts and int8 stayed level or lost and packed gained 1% (int8 and packed variants
+// also spill at 32 registers); in kiln-bench the 16-bit variants gained 3-6 points and fp32 input
+// lost 1-9. Once row-major dense rows located their group without a division (locate), the same
+// held for them: group 128 went from 97% (two groups) to 102% and group 32 from 98% to 101%, while
+// int8 kept two (100% against 96%). bench/explore/family_geometry.sh overrides both.
 #define KILN_Q_TWO_LANE_SILU (KILN_Q_SILU && KILN_Q_GROUP == 32 && KILN_Q_IN != 2 && KILN_Q_SCALES != 3)
 #define KILN_Q_ONE_GROUP_EIGHT_CTAS \
   (KILN_Q_SILU ? !KILN_Q_TWO_LANE_SILU : KILN_Q_IN != 2 && KILN_Q_OUT == 0 && KILN_Q_SCALES != 3)
@@ -88,9 +86,9 @@ static_assert(TILE_GROUPS % 4 == 0, "a tile's groups fill whole words of the pac
 // The fused SiLU variants that spill 8-16 bytes in the 32 registers of 8 CTAs: fp16 input with
 // column-major scales, and int8 with row-major scales (groups 64 and 128; ptxas, sm_90a). Why 6
 // CTAs (40 registers, no spill) for them: on an H100 every one of their points got faster, 0.2-2.1%
-// at M*K >= 32M and 0.5-10% below, the other 164 variants level (alternating kiln bench rounds,
-// bench/results/2026-12-06-h100-silu-spill-ab.md). Unmeasured on the H200, where 6 CTAs lost 0-3
-// points to 8 for the bf16 column-major SiLU before the tiles lost their division (2026-12-04).
+// at M*K >= 32M and 0.5-10% below, the other 164 variants level (alternating kiln-bench rounds;
+// docs/performance.md, "Six CTAs for the spilling SiLU variants"). Unmeasured on the H200, where 6
+// CTAs once lost 0-3 points to 8 for the bf16 column-major SiLU, when the tiles still divided.
 #define KILN_Q_SILU_SPILLS_AT_EIGHT_CTAS                                                    \
   (KILN_Q_SILU && KILN_Q_GROUP != 32 && KILN_Q_IN != 2 &&                                   \
    ((KILN_Q_IN == 1 && (KILN_Q_SCALES == 1 || KILN_Q_SCALES == 2)) || (KILN_Q_OUT == 1 && KILN_Q_SCALES == 0)))
@@ -110,15 +108,16 @@ static_assert(TILE_GROUPS % 4 == 0, "a tile's groups fill whole words of the pac
 // column-major scales: it holds a group in the 32 registers that 8 CTAs per SM allow, and ptxas
 // computed both 64-bit store addresses ahead of the arithmetic and spilled them (8 bytes, 24 for
 // int8); this way nothing spills, and at 8192 x 7168 bf16 group 128 went from 89.4 to 91.4% of the
-// copy ceiling, int8 from 87.9 to 91.3% (bench/results/2026-12-04-h200-store-addressing.log, part
-// 2). Not elsewhere: there row-major SiLU lost 0.7 points, packed SiLU lost 3.5 with these
-// addresses (part 1) and stayed level with the store after the branch alone, which cost int8 group
-// 32 column-major 1.6-2.2 points and two-lane int8 SiLU about one.
+// copy ceiling, int8 from 87.9 to 91.3% (H200; docs/performance.md, "Where the fused SiLU stores
+// from"). Not elsewhere: there row-major SiLU lost 0.7 points, packed SiLU lost 3.5 with these
+// addresses and stayed level with the store after the branch alone, which cost int8 group 32
+// column-major 1.6-2.2 points and two-lane int8 SiLU about one.
 constexpr bool STORE_FROM_TILE =
     KILN_Q_SILU && (KILN_Q_SCALES == 1 || KILN_Q_SCALES == 2) && !KILN_Q_TWO_LANE_SILU;
 // From sm_90 (where it was measured; older GPUs keep the clamp), a group without NaN skips the
 // NaN-to-lowest clamp of its codes: one instruction per element fewer, the same bytes, 2 points
-// of the copy ceiling without SiLU (2026-12-04-h200-quant-step-2.log) and 2-4 with it (-3.log).
+// of the copy ceiling without SiLU and 2-4 with it (H200; docs/performance.md, "Fewer instructions
+// per element").
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define KILN_Q_NAN_FREE_PATH 1
 #else
@@ -128,7 +127,7 @@ constexpr bool STORE_FROM_TILE =
 // once (SGLang's mapping), with loads that allocate in L1 (load_stream). Against each load
 // instruction reading a contiguous 16 * LANES-byte run with L1::no_allocate, this took bf16 row-major
 // group 128 from 90% to 92% of the copy ceiling, column-major group 32 from 87% to 91% and packed
-// UE8M0 from 86% to 89% (32768 x 7168, 2026-12-04-h200-family-access.log; the same hashes); the
+// UE8M0 from 86% to 89% (32768 x 7168, H200; the same hashes); the
 // SiLU variants stayed within -3..+2%.
 __device__ __forceinline__ unsigned element_of(unsigned w, unsigned lane) { return (lane * VECS + w) * VEC; }
 constexpr unsigned LOADS = VECS * (1 + KILN_Q_SILU);  // 16-byte loads per thread per group
@@ -171,7 +170,8 @@ __device__ __forceinline__ void unpack(const uint4& v, float* f) {
 // and maps NaN to -128, cvt.rzi.s32 truncates (a ratio past 2^31 saturates), and cvt.pack.sat.s8
 // clamps the upper end while it packs two codes and shifts in the word's other half: two packs per
 // four codes, where a per-code saturating convert needed a mask and a byte permute per code too
-// (2026-12-04-h200-quant-step-1.log). Why the divisor's test once for the slice: as
+// (docs/performance.md, "Fewer instructions per element"). Why the divisor's test once for the
+// slice: as
 // kiln::fp8::e4m3x2_group. NAN_FREE: the ratio is not NaN, so it is above -128: no clamp.
 template <bool NAN_FREE>
 __device__ __forceinline__ int truncated_from_floor(float ratio) {
@@ -234,13 +234,12 @@ __device__ __forceinline__ unsigned group_tiles(unsigned groups) {
 // floor(n / group_tiles(groups)) for n < 2^31, as (n * multiplier) >> shift with the host's
 // kiln::ops::TileDivisor: two integer instructions where the division by a run-time value took 40
 // of the 72-79 instructions before a thread's first load (fused SiLU). On the H200 with PDL, against
-// the division, in one session (bench/results/2026-12-05-h200-ab-divisor.md): the 16-bit fused SiLU
+// the division, in one session (docs/performance.md, "The tile multiplier"): the 16-bit fused SiLU
 // 2.5% faster at M*K >= 32M (bf16 group 128 column-major at 2048 x 18432: 88% -> 90-91% of the copy
 // ceiling), the tiled variants 2-7% faster at M <= 16, but at about one wave of CTAs (2048 x 2048,
 // 128 x 18432) the median variant 1.5-1.7% slower, the worst 15%. Why not a 2-D grid, which
 // needs no division either: the same kernel on (a row's tiles, row tiles) was 3-7% slower at
-// shapes of about one wave (16-bit SiLU at 2048 x 2048 and 128 x 18432, H100 with PDL,
-// bench/results/2026-12-05-h100-bench-gpu-pdl-grid2d.log).
+// shapes of about one wave (16-bit SiLU at 2048 x 2048 and 128 x 18432, H100 with PDL).
 struct TileDivisor {
   unsigned multiplier;
   unsigned shift;
@@ -265,7 +264,7 @@ __device__ __forceinline__ Coordinates coordinates(unsigned groups, TileDivisor 
 // read, for the stores. Why: a group's store places, held from its loads through its arithmetic,
 // spilled 12-20 bytes at the 32 registers of 8 CTAs per SM (16-bit column-major e4m3 and packed
 // SiLU variants, once the division above was gone); computed again after the arithmetic nothing
-// spills (bench/results/2026-12-05-h100-family-grid.log).
+// spills (ptxas, sm_90a).
 __device__ __forceinline__ Coordinates coordinates_again(unsigned groups, TileDivisor tiles) {
   unsigned cta, thread;
   asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(cta));
@@ -292,8 +291,8 @@ __device__ __forceinline__ Tile tile_of_cta(const Coordinates& c, unsigned group
 // groups up to a whole word), which they write as zeros so a TMA load of the tile reads no garbage.
 // Why no division for dense rows without SiLU: there x_at is flat * GROUP, as in the twin, and a
 // 64-bit division on every thread's way to its first load cost 5-10 points of the copy ceiling
-// (bf16 group 128, two groups per slot: 92% -> 97% at 32768 x 7168, 81% -> 87% at 2048 x 18432;
-// 2026-12-04-h200-family-dense.log).
+// (bf16 group 128, two groups per slot: 92% -> 97% at 32768 x 7168, 81% -> 87% at 2048 x 18432,
+// H200; docs/performance.md, "The family kernel's geometry").
 // ZERO_PADDING: write the packed layout's padding (once, on the way to the loads).
 template <unsigned ITEMS, bool ZERO_PADDING>
 __device__ __forceinline__ bool locate(const Coordinates& c, unsigned item, unsigned long long m, unsigned groups,
@@ -485,7 +484,7 @@ extern "C" __global__ __launch_bounds__(THREADS, KILN_Q_MIN_CTAS) void per_token
 // (kiln::ops::GroupQuant::pick_with). Why: with two a slot each thread quantizes its groups one after
 // the other, and while the grid is under a few waves that serial work is the kernel's time; one
 // group was 8-24% faster at 16-128 rows for the two-lane SiLU, packed and int8 group 32, and level
-// from M*K >= 32M (H100, bench/results/2026-12-06-h100-family-items.md), where two won on the H200.
+// from M*K >= 32M (H100; docs/performance.md, "The one-group pick"), where two won on the H200.
 extern "C" __global__ __launch_bounds__(THREADS, KILN_Q_MIN_CTAS) void per_token_group_quant_one_group(
     const void* __restrict__ x, unsigned char* __restrict__ q, void* __restrict__ scales, unsigned long long m,
     unsigned int groups, unsigned long long row_stride, unsigned int scale_rows, float eps, TileDivisor tiles) {

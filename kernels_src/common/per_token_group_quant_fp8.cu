@@ -14,8 +14,8 @@ constexpr unsigned WARPS = THREADS / 32;
 static_assert(WARPS == 4, "the final reduction below reads four warp maxima");
 
 // Why a template and two entries: the grid-dependency steps (grid_dependency.cuh) halved this
-// kernel's throughput (7.6% against 15.2% of the copy ceiling at 32768 x 7168 on the H200,
-// bench/results/2026-12-04-h200-geometry.log), as every one of its one-group CTAs pays them; so
+// kernel's throughput (7.6% against 15.2% of the copy ceiling at 32768 x 7168 on the H200;
+// docs/performance.md, "PDL"), as every one of its one-group CTAs pays them; so
 // only the entry kiln launches with PDL has them (kiln::ops::FP8_QUANT_PDL_ENTRY).
 template <bool STREAM_ORDER>
 __device__ __forceinline__ void quantize_group(const unsigned short* __restrict__ x, unsigned char* __restrict__ q,

@@ -87,7 +87,7 @@ constexpr float SMALLEST_NORMAL = 1.17549435e-38f;  // 2^-126
 // path (an approximate reciprocal and one fma refinement) without its range test and slow-path
 // call, which made every sigmoid a branch with convergence barriers and kept the compiler from
 // interleaving the elements' chains; the refinement's fma flushes to zero, which is what makes the
-// sigmoid 0 past d = 2^126 with no select. bench/twin_geometry.cu checks it against __frcp_rn
+// sigmoid 0 past d = 2^126 with no select. bench/explore/twin_geometry.cu checks it against __frcp_rn
 // flushed the same way for every float d in [1, 2^127) (0 differ).
 KILN_FP8_FN float reciprocal_flushed(float d) {
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)

@@ -7,26 +7,27 @@
 // is flat over all M * L groups: CTA b's slot `sub` takes groups (b + i * X) * 16 + sub, i = 0, 1,
 // ... (one pass unless the grid is capped). Needs x and q 16-byte aligned.
 //
-// Why this geometry and these loads (bench/results/2026-12-04-h200-twin-access.log, H200): loads
+// Why this geometry and these loads (H200; docs/performance.md, "The twin's loads"): loads
 // that allocate in L1 (plain ld.global.nc) took the twin from 93% to 100% of the copy ceiling at
 // 32768 x 7168, against L1::no_allocate (which small grids keep: HQ_NO_ALLOCATE_BELOW); the flat grid (consecutive CTAs stream consecutive
 // memory, no CTA idles on a row's partial last pass) gained another 1-9% over the (M, Y) grid with
 // a row loop at 512..16384 rows; 16 contiguous elements per lane (SGLang's mapping) halve the
-// store instructions and were 0.2-0.4% ahead of two 128-byte runs per load instruction. Earlier
-// rounds (2026-12-03-h200-twin-geometry.md): 8 lanes beat 4 and 16, and the division by the group
+// store instructions and were 0.2-0.4% ahead of two 128-byte runs per load instruction. And
+// (docs/performance.md, "The twin's geometry"): 8 lanes beat 4 and 16, and the division by the group
 // scale done as one reciprocal per group plus an fma correction per element saves issue slots.
 #include "fp8_e4m3.cuh"
 #include "grid_dependency.cuh"
 
 namespace {
-// bench/sglang_compare.sh overrides it to time SGLang's 256-thread CTAs with the twin's loop.
+// bench/explore/sglang_compare.sh overrides it to time SGLang's 256-thread CTAs with the twin's loop.
 #ifndef KILN_HQ_THREADS
 #define KILN_HQ_THREADS 128
 #endif
 constexpr unsigned HQ_THREADS = KILN_HQ_THREADS;
 // Why 16 CTAs per SM (32 registers, no spill): the grid-stride loop, needed only for grids past
 // 2^31 - 1 CTAs, took the kernel from the measured one-pass build's 32 registers to 48, which
-// leaves room for 10 CTAs of 128 threads per SM instead of 16. bench/family_geometry.sh overrides it.
+// leaves room for 10 CTAs of 128 threads per SM instead of 16. bench/explore/family_geometry.sh
+// overrides it.
 #ifndef KILN_HQ_MIN_CTAS
 #define KILN_HQ_MIN_CTAS 16
 #endif
@@ -38,7 +39,7 @@ constexpr unsigned HQ_GROUPS_PER_CTA = HQ_THREADS / HQ_LANES;  // kiln::ops::FP8
 static_assert(HQ_LANES * HQ_RUN == kiln::fp8::GROUP, "a group's lanes cover it once");
 
 // Why ld.global.nc without L1::no_allocate for large grids: with it, the twin took 93% of the copy
-// ceiling, without it 100% (2026-12-04-h200-twin-access.log); x is read once either way.
+// ceiling, without it 100% (H200; docs/performance.md, "The twin's loads"); x is read once either way.
 __device__ __forceinline__ uint4 load_stream(const unsigned short* p) {
   uint4 v;
   asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
@@ -48,7 +49,8 @@ __device__ __forceinline__ uint4 load_stream(const unsigned short* p) {
 // Why L1::no_allocate below HQ_NO_ALLOCATE_BELOW groups: a grid this small is a few waves at most,
 // and there the loads that skip L1 finish sooner: 1-4% at 16-512 x 7168, 16 x 18432, 128 and
 // 2048 x 2048 (32768 groups); the L1-allocating loads win from 256 x 18432 (36864 groups) and
-// 768 x 7168 up, by 3-6% from 1024 rows (2026-12-05-h200-twin-loads.log, the twin's own loop).
+// 768 x 7168 up, by 3-6% from 1024 rows (the twin's own loop, H200; docs/performance.md, "The
+// twin's loads").
 __device__ __forceinline__ uint4 load_no_allocate(const unsigned short* p) {
   uint4 v;
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -86,7 +88,7 @@ __device__ __forceinline__ void quantize_run(const uint4 (&v)[HQ_VECS], unsigned
 }
 
 // The CTA's slots over all `groups` groups of the flat grid, each reading its 16 elements with
-// `load` (bench/twin_geometry.cu's `loads` mode passes other load forms).
+// `load` (bench/explore/twin_geometry.cu's `loads` mode passes other load forms).
 template <class Load>
 __device__ __forceinline__ void quantize_groups(const unsigned short* __restrict__ x, unsigned char* __restrict__ q,
                                                 float* __restrict__ scales, unsigned long long groups, Load load) {

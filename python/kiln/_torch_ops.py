@@ -194,8 +194,8 @@ def _fake_out(x, out_q, group_size, eps, output, layout, use_ue8m0, silu_and_mul
 
 # Why torch.library.Library and not torch.library.custom_op: custom_op wraps the body in Python
 # kernels at the Autograd and ADInplaceOrView keys, which made the dispatch of a call through
-# torch.ops.kiln.* (what a compiled graph makes) three times as costly
-# (bench/results/2026-12-04-cpu-op-dispatch.md). The schemas are the ones custom_op inferred, so
+# torch.ops.kiln.* (what a compiled graph makes) three times as costly (docs/performance.md,
+# "Python"). The schemas are the ones custom_op inferred, so
 # graphs that name the ops stay valid.
 _LIBRARY = torch.library.Library("kiln", "DEF")
 _OPS = (

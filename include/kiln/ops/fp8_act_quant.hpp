@@ -40,9 +40,9 @@ inline constexpr std::string_view FP8_QUANT_HOPPER_ENTRY = "per_token_group_quan
 /// Elements per quantization group (one fp32 scale each).
 inline constexpr std::uint32_t FP8_QUANT_GROUP = 128;
 /// K-groups one Hopper CTA covers: 128 threads / 8 threads per group, as `HQ_GROUPS_PER_CTA` in
-/// the `.cu`. 2026-12-04: the twin's grid is flat over all M * L groups, 16 consecutive groups per
-/// CTA (SGLang's geometry; 1-9% faster than the row-looping (M, Y) grid of 2026-12-03 at 512..16384
-/// rows on the H200, bench/results/2026-12-04-h200-twin-access.log).
+/// the `.cu`. The twin's grid is flat over all M * L groups, 16 consecutive groups per CTA
+/// (SGLang's geometry; 1-9% faster than a row-looping grid at 512..16384 rows on the H200:
+/// docs/performance.md, "The flat grid").
 inline constexpr std::uint32_t FP8_QUANT_HOPPER_GROUPS_PER_CTA = 16;
 /// Threads per K-group in a Hopper CTA, and the contiguous elements each owns (lane `l` owns
 /// `[16 l, 16 l + 16)` of its group: two `uint4` loads, one `uint4` store).

@@ -14,12 +14,11 @@ namespace kiln::ops {
 /// The twin must fill the device: at least this many of its CTAs per SM, else the shared kernel
 /// (one CTA per group, 16x the CTAs) runs. The floor counts CTAs, not tokens, because the same M
 /// is a different amount of work at a different K.
-/// 2026-12-03: 0.5, down from the original design's 2, when the twin's CTAs came to cover 16 K-groups.
-/// 2026-12-04: 0.3, re-measured for the flat grid at the floor's 24 points on the H200 in three runs
-/// (bench/results/2026-12-04-h200-bench-gpu-{2,3,4}.log, "floor"): from 40 twin CTAs (the smallest
-/// point) the twin was never slower, and between 43 and 63 it was 3-4% faster in one run and tied
-/// in another, so no floor above 40 routes all three runs' points right; below 40 the arms table
-/// shows ties, where the shared kernel keeps the launch. 40 CTAs on 132 SMs.
+/// Measured for the flat grid at the floor's 24 points on the H200 in three runs: from 40 twin CTAs
+/// (the smallest point) the twin was never slower, and between 43 and 63 it was 3-4% faster in one
+/// run and tied in another, so no floor above 40 routes all three runs' points right; below 40 the
+/// arms tie, and the shared kernel keeps the launch. 40 CTAs on 132 SMs (docs/performance.md,
+/// "The CTA floor").
 inline constexpr double FP8_QUANT_MIN_CTAS_PER_SM = 0.3;
 
 /// Why the twin does not run. Each has a stable text (`to_string`).

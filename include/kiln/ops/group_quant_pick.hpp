@@ -20,7 +20,7 @@ inline constexpr std::string_view QUANT_ENTRY = "per_token_group_quant";
 inline constexpr std::string_view QUANT_ONE_GROUP_ENTRY = "per_token_group_quant_one_group";
 
 /// The one-group kernel runs while its grid is at most this many CTAs per SM. Measured on an H100
-/// (132 SMs, bench/results/2026-12-06-h100-family-items.md): one group was 8-24% faster at 16-128
+/// (132 SMs; docs/performance.md, "The one-group pick"): one group was 8-24% faster at 16-128
 /// rows, 3-4% at 2048 x 7168 (27 one-group CTAs per SM for 16-bit input), 0-2.4% at 4096 x 7168 (54)
 /// and level (0.99-1.015) from 8192 x 7168 (108) on; on the H200 two groups won by 5-20 points at
 /// 32768 x 7168 (434). 64 takes every shape where one group gained and none where it was level.
@@ -36,7 +36,7 @@ enum class QuantSlotReason : std::uint8_t {
   small_grid,       ///< one group per slot: its grid is within the ceiling's CTAs per SM
 };
 
-/// The reason in words (for logs, `kiln bench` and errors).
+/// The reason in words (for logs, `kiln-bench` and errors).
 std::string_view to_string(QuantSlotReason reason);
 
 /// One launch decision of a family variant: `grid` is the grid of the kernel `one_group` names.

@@ -1,8 +1,8 @@
 #pragma once
 /// @file
 /// The family kernel's division of its CTA index by a row's tile count, as a multiply and a shift.
-/// Header-only and free of libkiln so that bench/family_geometry.cu (a standalone nvcc build) makes
-/// its divisor with the same code the library launches with.
+/// Header-only and free of libkiln so that bench/explore/family_geometry.cu (a standalone nvcc
+/// build) makes its divisor with the same code the library launches with.
 
 #include <cstdint>
 
