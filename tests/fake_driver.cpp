@@ -7,6 +7,7 @@
 #include <sstream>
 #include <thread>
 
+#include "jit/compiler.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::test {
@@ -466,7 +467,7 @@ ProvidedModule FakeProvider::provide(const KernelSource& source, const Target& t
   if (const auto failing = failing_.find(source.module); failing != failing_.end())
     throw_error("nvrtcCompileProgram failed for '" + source.module + "'",
                 ErrorContext{"nvrtcCompileProgram", source.module, target.name(), {}, "fake.cu(1): error: fake",
-                             failing->second});
+                             failing->second, ErrorKind::compile, compile_retry(failing->second)});
   ProvidedModule out;
   out.module.module = source.module;
   out.module.target = target;

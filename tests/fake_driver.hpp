@@ -82,8 +82,9 @@ class FakeProvider {
  public:
   ModuleProvider provider();
 
-  // provide() throws a compile error (kiln::Error with an NVRTC log and `nvrtc_result`, an
-  // nvrtcResult: 6 is NVRTC_ERROR_COMPILATION, 1 NVRTC_ERROR_OUT_OF_MEMORY) for these modules.
+  // provide() throws a compile error (kiln::Error of kind compile with an NVRTC log, `nvrtc_result`
+  // (an nvrtcResult: 6 is NVRTC_ERROR_COMPILATION, 1 NVRTC_ERROR_OUT_OF_MEMORY) and the retry
+  // compile_retry gives it, as compile_module's) for these modules.
   void fail(const std::string& module, int nvrtc_result = 6);
   // The image of `module` exports only `entries` (to make an entry lookup fail).
   void export_only(const std::string& module, std::vector<std::string> entries);

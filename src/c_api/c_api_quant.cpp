@@ -119,9 +119,10 @@ extern "C" kiln_status kiln_quant(kiln_service* service, const kiln_quant_params
     try {
       quant.launch(service->service.backend(), args);
     } catch (const kiln::Error& error) {
-      // Why: launch reports a kernel it could not get (the seed variant's family module, for a call
-      // the seed kernels cannot take) as a plain kiln::Error, with no failed call in its context.
-      if (kiln::c_api::is_invalid_argument(error) || !error.context().call.empty()) throw;
+      // Why caught although the kind alone gives KILN_ERROR_UNAVAILABLE: the message then says
+      // why the device lacks the kernel (the seed variant's family module, for a call the seed
+      // kernels cannot take).
+      if (error.kind() != kiln::ErrorKind::unavailable) throw;
       throw_unavailable(service, error.what());
     }
   });

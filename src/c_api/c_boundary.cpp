@@ -24,23 +24,9 @@ void record(const char* message) noexcept {
   }
 }
 
-bool starts_with(std::string_view text, std::string_view prefix) noexcept {
-  return text.substr(0, prefix.size()) == prefix;
-}
-
-kiln_status status_of(const kiln::Error& error) noexcept {
-  if (is_invalid_argument(error)) return KILN_ERROR_INVALID_ARGUMENT;
-  const std::string& call = error.context().call;
-  if (starts_with(call, "nvrtc")) return KILN_ERROR_COMPILE;
-  if (starts_with(call, "cu")) return KILN_ERROR_DRIVER;
-  return KILN_ERROR_INTERNAL;
-}
-
 }  // namespace
 
-bool is_invalid_argument(const kiln::Error& error) noexcept {
-  return starts_with(error.what(), "invalid argument '");
-}
+bool is_invalid_argument(const kiln::Error& error) noexcept { return error.kind() == ErrorKind::invalid_argument; }
 
 void clear_last_error() noexcept {
   error_text.clear();
@@ -57,7 +43,7 @@ kiln_status status_of_current_exception() noexcept {
     return error.status();
   } catch (const kiln::Error& error) {
     record(error.what());
-    return status_of(error);
+    return kiln::c_status_of(error);
   } catch (const std::bad_alloc&) {
     record(OUT_OF_MEMORY_TEXT);
     return KILN_ERROR_OUT_OF_MEMORY;
@@ -75,6 +61,21 @@ void require_pointer(const void* pointer, const char* name) {
 }
 
 }  // namespace c_api
+
+kiln_status c_status_of(const Error& error) noexcept {
+  // Why io, remote and internal share a status: kiln.h has none of their own, and its values are ABI.
+  switch (error.kind()) {
+    case ErrorKind::invalid_argument: return KILN_ERROR_INVALID_ARGUMENT;
+    case ErrorKind::unavailable: return KILN_ERROR_UNAVAILABLE;
+    case ErrorKind::driver: return KILN_ERROR_DRIVER;
+    case ErrorKind::compile: return KILN_ERROR_COMPILE;
+    case ErrorKind::io:
+    case ErrorKind::remote:
+    case ErrorKind::internal: return KILN_ERROR_INTERNAL;
+  }
+  return KILN_ERROR_INTERNAL;
+}
+
 }  // namespace kiln
 
 extern "C" const char* kiln_last_error(void) { return kiln::c_api::last_error(); }

@@ -26,7 +26,7 @@ class StatusError : public std::runtime_error {
   kiln_status status_;
 };
 
-/// Whether `error` came from kiln::throw_invalid_argument (the one place that words it so).
+/// Whether `error` is of kind invalid_argument (kiln::throw_invalid_argument raises those).
 bool is_invalid_argument(const kiln::Error& error) noexcept;
 
 /// Empties this thread's last error; every kiln_ call but the two string queries starts with it.
@@ -88,4 +88,9 @@ void copy_text(char (&out)[N], std::string_view text) noexcept {
 }
 
 }  // namespace c_api
+
+/// The status a kiln_ function returns for `error`: by its kind (KILN_ERROR_INTERNAL for io, remote
+/// and internal). Outside the hidden namespace so tests/test_error_kinds.cpp checks this very mapping.
+kiln_status c_status_of(const Error& error) noexcept;
+
 }  // namespace kiln

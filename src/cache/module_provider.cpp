@@ -84,12 +84,15 @@ ModuleProvider make_module_provider(std::shared_ptr<DiskCache> disk, Compiler co
           dump_if_requested(*fetched, source);
           return ProvidedModule{std::move(*fetched), true};
         }
+      // Why permanent: KILN_JIT and the NVRTC found are fixed for the process.
       if (!jit_enabled())
-        throw_error("KILN_JIT=off: " + what + " is in no cache layer (searched: " +
+        throw_error(ErrorKind::unavailable, Retry::permanent,
+                    "KILN_JIT=off: " + what + " is in no cache layer (searched: " +
                         searched(layers, *disk, asked_remote) + "); pack it with `kiln pack --arch " +
                         target.name() + "` or allow compiling (KILN_JIT=on)",
                     {"KILN_JIT", source.module, target.name(), options, {}});
-      throw_error(what + " is in no bundle, and there is no NVRTC to compile it (" + nvrtc_absence() + ")",
+      throw_error(ErrorKind::unavailable, Retry::permanent,
+                  what + " is in no bundle, and there is no NVRTC to compile it (" + nvrtc_absence() + ")",
                   {"nvrtc_api", source.module, target.name(), options, {}});
     }
     bool from_remote = false;

@@ -49,7 +49,7 @@ struct ModuleProvider {
 /// the module and every embedded header; with no NVRTC at all, a bundle is matched with the build
 /// it records (so a bundle made by another NVRTC is refused by key whenever an NVRTC is present).
 /// A module in no layer with `KILN_JIT=off`, or with no NVRTC, throws kiln::Error naming the module,
-/// the target and what was searched (call "KILN_JIT" or "nvrtc_api": a lasting failure).
+/// the target and what was searched (kind unavailable, permanent; call "KILN_JIT" or "nvrtc_api").
 /// Modules read from a layer or disk are dumped too when `KILN_DUMP_DIR` is set.
 ModuleProvider make_module_provider(std::shared_ptr<DiskCache> disk, Compiler compiler,
                                     std::vector<std::shared_ptr<CacheLayer>> layers = {},

@@ -181,7 +181,8 @@ bool CudaBackend::launches_dependent(LaunchOptions options) const noexcept {
 void CudaBackend::launch(KernelHandle kernel, Dim3 grid, Dim3 block, std::uint32_t shared_bytes, void* stream,
                          void** args, LaunchOptions options) {
   if (!modules_)
-    throw_error("cannot launch on device " + std::to_string(device_.ordinal) + ": " + unavailable_reason_,
+    throw_error(ErrorKind::unavailable, Retry::permanent,
+                "cannot launch on device " + std::to_string(device_.ordinal) + ": " + unavailable_reason_,
                 ErrorContext{"launch", {}, {}, {}, {}});
   // Why held until the launch returns: `loaded` keeps the module loaded against a clear() meanwhile.
   const LoadedKernel loaded = modules_->resolve(kernel);

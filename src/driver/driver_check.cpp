@@ -25,12 +25,15 @@ void require_entries(const DriverApi& api, const std::vector<const char*>& symbo
   if (missing.empty()) return;
   const std::string version = api.version ? " (" + api.version->str() + ")" : "";
   const std::string library = api.library_name.empty() ? "the driver table" : api.library_name;
-  throw_error("the NVIDIA driver" + version + " is too old for " + purpose + ": " + library + " lacks " + missing);
+  // Why permanent: the process keeps the driver it loaded.
+  throw_error(ErrorKind::unavailable, Retry::permanent,
+              "the NVIDIA driver" + version + " is too old for " + purpose + ": " + library + " lacks " + missing);
 }
 
 void throw_driver_error(const DriverApi& api, CUresult result, const char* call, ErrorContext context) {
   context.call = call;
   context.result = static_cast<int>(result);
+  context.kind = ErrorKind::driver;
   throw_error(driver_error_message(api, result, call), std::move(context));
 }
 

@@ -18,11 +18,14 @@ std::string result_text(const DriverApi& api, CUresult result);
 /// `cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_IMAGE (device kernel image is invalid)`.
 std::string driver_error_message(const DriverApi& api, CUresult result, const char* call);
 
-/// Throws kiln::Error with `driver_error_message` and `context.call = call`.
+/// Throws kiln::Error of kind driver with `driver_error_message`, `context.call = call` and
+/// `context.result = result`. The retry is `context.retry` (transient unless the caller knows the
+/// failure recurs, as a missing entry does).
 [[noreturn]] void throw_driver_error(const DriverApi& api, CUresult result, const char* call,
                                      ErrorContext context = {});
 
-/// Throws kiln::Error unless `api` holds every entry in `symbols` (optional entries may be null):
+/// Throws kiln::Error (unavailable, permanent) unless `api` holds every entry in `symbols`
+/// (optional entries may be null):
 /// "the NVIDIA driver (12.4) is too old for <purpose>: libcuda.so.1 lacks cuEventElapsedTime_v2".
 /// Callers of optional entries call it before their first use.
 void require_entries(const DriverApi& api, const std::vector<const char*>& symbols, const std::string& purpose);

@@ -6,7 +6,6 @@
 #include "base/log.hpp"
 #include "driver/driver_check.hpp"
 #include "driver/primary_context.hpp"
-#include "jit/compiler.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::driver {
@@ -27,16 +26,11 @@ bool is_bad_image(CUresult result) {
   }
 }
 
-// Why these: NVRTC gives the same errors for the same source and options, and an image without an
-// entry stays so; a module in no cache layer with KILN_JIT=off, or with no NVRTC to compile it (both
-// fixed for the process), stays missing; anything else (memory, I/O, NVRTC's internal failures, a
-// device that comes back) may pass next time.
+// Why the thrower decides: only it knows whether the failure recurs (docs/embedding.md, "Errors");
+// anything that is not a kiln::Error (a provider's own exception) may pass next time.
 bool is_permanent(const std::exception& error) {
   const auto* kiln_error = dynamic_cast<const Error*>(&error);
-  if (kiln_error == nullptr) return false;
-  const std::string& call = kiln_error->context().call;
-  return is_permanent_compile_failure(kiln_error->context()) || call == "cuModuleGetFunction" || call == "KILN_JIT" ||
-         call == "nvrtc_api";
+  return kiln_error != nullptr && kiln_error->permanent();
 }
 
 std::string describe(const std::exception& error) {
@@ -141,9 +135,13 @@ std::shared_ptr<LoadedModule> ModuleLoader::load_once(const KernelSource& source
   loaded->functions_.assign(source.entries.size(), nullptr);
   for (std::size_t i = 0; i < source.entries.size(); ++i) {
     const CUresult found = api.cuModuleGetFunction(&loaded->functions_[i], module, source.entries[i].c_str());
-    if (found != CUDA_SUCCESS)
-      throw_error(driver_error_message(api, found, "cuModuleGetFunction") + " for entry '" + source.entries[i] + "'",
-                  ErrorContext{"cuModuleGetFunction", source.module, target_name_, {}, {}});
+    if (found != CUDA_SUCCESS) {
+      ErrorContext context{"cuModuleGetFunction", source.module, target_name_, {}, {}, static_cast<int>(found)};
+      // Why permanent whatever the result: an image without the entry stays so, and it is this image.
+      throw_error(ErrorKind::driver, Retry::permanent,
+                  driver_error_message(api, found, "cuModuleGetFunction") + " for entry '" + source.entries[i] + "'",
+                  std::move(context));
+    }
   }
   return loaded;
 }

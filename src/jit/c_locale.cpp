@@ -13,6 +13,7 @@ namespace {
 [[noreturn]] void throw_locale_error(const char* call) {
   ErrorContext context;
   context.call = call;
+  context.kind = ErrorKind::io;
   throw_error(std::string(call) + " failed: " + std::strerror(errno), context);
 }
 

@@ -27,8 +27,10 @@ struct CompileScope {
   const Target& target;
   const std::vector<std::string>& options;
 
-  ErrorContext context(const char* call, nvrtcResult result, std::string log = {}) const {
-    return {call, source.module, target.name(), options, std::move(log), static_cast<int>(result)};
+  ErrorContext context(const char* call, nvrtcResult result, std::string log = {},
+                       Retry retry = Retry::transient) const {
+    return {call, source.module, target.name(), options, std::move(log), static_cast<int>(result), ErrorKind::compile,
+            retry};
   }
 };
 
@@ -102,7 +104,7 @@ std::vector<SourceText> source_texts(const KernelSource& source, const std::stri
   message += format_compile_log(log, source_texts(scope.source, scope.source.module + ".cu"));
   message += "NVRTC options:";
   for (const auto& option : scope.options) message += " " + option;
-  throw_error(message, scope.context("nvrtcCompileProgram", result, std::move(log)));
+  throw_error(message, scope.context("nvrtcCompileProgram", result, std::move(log), compile_retry(result)));
 }
 
 }  // namespace
@@ -149,16 +151,18 @@ CompiledModule compile_module(const KernelSource& source, const Target& target,
   if (module.ptx.empty() || (target.kind == OutputKind::cubin && module.cubin.empty()))
     throw_error("NVRTC returned no " + std::string(module.ptx.empty() ? "PTX" : "CUBIN") + " for module '" +
                     source.module + "' (" + target.name() + ")",
-                scope.context("nvrtcCompileProgram", NVRTC_SUCCESS, module.log));
+                scope.context("nvrtcCompileProgram", NVRTC_SUCCESS, module.log, compile_retry(NVRTC_SUCCESS)));
   logger().debug("compiled {} for {} in {:.1f} ms (ptx {} B, cubin {} B)", source.module, target.name(),
                  module.compile_ms, module.ptx.size(), module.cubin.size());
   return module;
 }
 
-bool is_permanent_compile_failure(const ErrorContext& context) {
-  if (context.call != "nvrtcCompileProgram") return false;
-  const auto result = static_cast<nvrtcResult>(context.result);
-  return result == NVRTC_SUCCESS || result == NVRTC_ERROR_COMPILATION || result == NVRTC_ERROR_INVALID_OPTION;
+Retry compile_retry(int nvrtc_result) {
+  const auto result = static_cast<nvrtcResult>(nvrtc_result);
+  // Why NVRTC_SUCCESS: a compile that "passed" with no PTX returns nothing on every try.
+  return result == NVRTC_SUCCESS || result == NVRTC_ERROR_COMPILATION || result == NVRTC_ERROR_INVALID_OPTION
+             ? Retry::permanent
+             : Retry::transient;
 }
 
 Compiler::Compiler() : lineinfo_(lineinfo_from_env()) {}

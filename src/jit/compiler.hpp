@@ -26,9 +26,10 @@ bool lineinfo_from_env();
 /// always holds PTX (without a trailing NUL; `ptx.c_str()` is what the driver takes), a CUBIN when
 /// `target.kind` is CUBIN, NVRTC's log and the compile time.
 ///
-/// Throws kiln::Error: when `target` does not carry the module's family (a caller bug; NVRTC is not
-/// run), and when NVRTC fails; then the message shows each error with its numbered source lines and
-/// the context holds the call, module, target, options and raw NVRTC log.
+/// Throws kiln::Error: when `target` does not carry the module's family (a caller bug, kind
+/// internal; NVRTC is not run); when there is no NVRTC (unavailable, permanent); and when NVRTC fails
+/// (kind compile, retry as compile_retry); then the message shows each error with its numbered
+/// source lines and the context holds the call, module, target, options and raw NVRTC log.
 ///
 /// Thread safety: safe to call from many threads at once. NVRTC allows concurrent calls on
 /// different nvrtcProgram handles and each call here owns its own (NVRTC 13.0 still serialises
@@ -37,10 +38,11 @@ bool lineinfo_from_env();
 CompiledModule compile_module(const KernelSource& source, const Target& target,
                               const std::vector<std::string>& options);
 
-/// Whether a failed compile (a kiln::Error whose context's call is `nvrtcCompileProgram`) fails the
-/// same way on every try: an error in the source or the options, or no PTX returned. Out of memory
-/// and NVRTC's internal failures may pass next time.
-bool is_permanent_compile_failure(const ErrorContext& context);
+/// The retry of an nvrtcCompileProgram failure with `nvrtc_result` (an nvrtcResult): permanent for
+/// an error in the source or the options and for no output after NVRTC_SUCCESS, which recur on
+/// every try; transient for out of memory and NVRTC's internal failures. compile_module's
+/// compile-kind errors carry it (the other NVRTC calls' failures are transient).
+Retry compile_retry(int nvrtc_result);
 
 /// The Compiler kiln uses: compile_options with the process's `-lineinfo` choice, compile_module,
 /// then the `KILN_DUMP_DIR` dump of what it compiled. Immutable after construction; every member is

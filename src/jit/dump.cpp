@@ -22,6 +22,7 @@ namespace {
 [[noreturn]] void throw_io(const std::string& call, const std::string& path, const std::string& why) {
   ErrorContext context;
   context.call = call;
+  context.kind = ErrorKind::io;
   throw_error("dump: " + call + " '" + path + "': " + why, context);
 }
 

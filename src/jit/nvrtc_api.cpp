@@ -188,7 +188,10 @@ bool nvrtc_load_attempted() noexcept { return load_attempted.load(); }
 
 const NvrtcApi& require_nvrtc(const std::string& what) {
   const NvrtcApi& api = nvrtc_api();
-  if (!api.loaded) throw_error(what + " needs NVRTC: " + api.load_error, {"nvrtc_api", {}, {}, {}, {}});
+  // Why permanent: the process loads NVRTC once, so a missing one stays missing.
+  if (!api.loaded)
+    throw_error(ErrorKind::unavailable, Retry::permanent, what + " needs NVRTC: " + api.load_error,
+                {"nvrtc_api", {}, {}, {}, {}});
   return api;
 }
 

@@ -96,8 +96,8 @@ const NvrtcApi& nvrtc_api();
 /// Whether nvrtc_api() has been called (and so NVRTC loaded, or tried), without loading it.
 bool nvrtc_load_attempted() noexcept;
 
-/// The loaded NVRTC, or kiln::Error saying why there is none (what was searched, or why the
-/// library did not load) and that `what` needs it.
+/// The loaded NVRTC, or kiln::Error (unavailable, permanent; call "nvrtc_api") saying why there is
+/// none (what was searched, or why the library did not load) and that `what` needs it.
 const NvrtcApi& require_nvrtc(const std::string& what);
 
 /// `KILN_JIT` (a switch, default on): off means never compile; a kernel in no cache layer is

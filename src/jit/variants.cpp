@@ -159,7 +159,9 @@ Variant make_variant(const VariantFamily& family, const std::vector<std::pair<st
     choice[index] = at;
   }
   const std::string refusal = refusal_of(family, choice);
-  if (!refusal.empty()) throw_error("impossible variant of " + family.module + ": " + refusal);
+  if (!refusal.empty())
+    throw_error(ErrorKind::invalid_argument, Retry::permanent,
+                "impossible variant of " + family.module + ": " + refusal);
   return Variant{&family, choice};
 }
 
@@ -216,7 +218,8 @@ const KernelSource* find_variant_source(std::string_view name) {
 
 std::vector<Variant> read_variant_manifest(const std::string& path) {
   std::ifstream file(path);
-  if (!file) throw_error("cannot read variant manifest " + path + ": " + std::strerror(errno));
+  if (!file)
+    throw_error(ErrorKind::io, Retry::transient, "cannot read variant manifest " + path + ": " + std::strerror(errno));
   std::vector<Variant> variants;
   std::string line;
   for (int number = 1; std::getline(file, line); ++number) {
@@ -226,10 +229,10 @@ std::vector<Variant> read_variant_manifest(const std::string& path) {
     try {
       variants.push_back(parse_variant(line));
     } catch (const Error& error) {
-      throw_error(path + ":" + std::to_string(number) + ": " + error.what());
+      throw_error(error.kind(), error.retry(), path + ":" + std::to_string(number) + ": " + error.what());
     }
   }
-  if (file.bad()) throw_error("cannot read variant manifest " + path + ": read error");
+  if (file.bad()) throw_error(ErrorKind::io, Retry::transient, "cannot read variant manifest " + path + ": read error");
   return variants;
 }
 

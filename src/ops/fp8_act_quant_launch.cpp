@@ -50,7 +50,9 @@ Fp8QuantPick Fp8ActQuant::launch_with(bool requested, GpuBackend& gpu, const voi
   require_pointer("x", x, alignof(std::uint16_t));
   require_pointer("q", q, 1);
   require_pointer("scales", scales, alignof(float));
-  if (!available()) throw_error("fp8_act_quant: no quantizer kernel on device " + std::to_string(gpu.device().ordinal));
+  if (!available())
+    throw_error(ErrorKind::unavailable, Retry::transient,
+                "fp8_act_quant: no quantizer kernel on device " + std::to_string(gpu.device().ordinal));
   if (chosen.action == Fp8QuantAction::twin_misaligned)
     throw_invalid_argument("x", "x and q 16-byte aligned for the Hopper twin, the only kernel here",
                            "x " + pointer_text(x) + ", q " + pointer_text(q));

@@ -109,7 +109,8 @@ std::vector<QuantVariant> every_quant_variant() {
 }
 
 std::uint64_t quant_scales_bytes(const QuantVariant& variant, std::uint64_t m, std::uint64_t k) {
-  if (const std::string refusal = variant.refusal(); !refusal.empty()) throw_error(refusal);
+  if (const std::string refusal = variant.refusal(); !refusal.empty())
+    throw_error(ErrorKind::invalid_argument, Retry::permanent, refusal);
   if (k % variant.group != 0)
     throw_invalid_argument("k", "a multiple of the group (" + std::to_string(variant.group) + ")", std::to_string(k));
   if (m > MAX_ROWS) throw_invalid_argument("m", "at most 2^31-1 rows", std::to_string(m));
@@ -167,7 +168,8 @@ std::array<std::uint32_t, 3> GroupQuant::grid(const QuantVariant& variant, std::
 }
 
 void GroupQuant::check(const QuantVariant& variant, const QuantArgs& args) {
-  if (const std::string refusal = variant.refusal(); !refusal.empty()) throw_error(refusal);
+  if (const std::string refusal = variant.refusal(); !refusal.empty())
+    throw_error(ErrorKind::invalid_argument, Retry::permanent, refusal);
   if (args.k % variant.group != 0)
     throw_invalid_argument("k", "a multiple of the group (" + std::to_string(variant.group) + ")", std::to_string(args.k));
   if (args.m > MAX_ROWS) throw_invalid_argument("m", "at most 2^31-1 rows", std::to_string(args.m));
@@ -255,7 +257,8 @@ QuantLaunch GroupQuant::launch_slots(GpuBackend& gpu, const QuantArgs& args, std
                                   : gpu.try_kernel(variant_.module_name(),
                                                    done.slots.one_group ? QUANT_ONE_GROUP_ENTRY : QUANT_ENTRY);
   if (!done.kernel.loaded())
-    throw_error("per_token_group_quant: variant " + variant_.module_name() + " is not available on device " +
+    throw_error(ErrorKind::unavailable, Retry::transient,
+                "per_token_group_quant: variant " + variant_.module_name() + " is not available on device " +
                 std::to_string(gpu.device().ordinal) + " (no GPU, or it did not compile or load: see the log)");
   done.block = FAMILY_THREADS;
   const void* x = args.x;

@@ -74,6 +74,7 @@ std::string temp_file_name(std::string_view entry_name) {
     if (got < 0 && errno != EINTR) {
       ErrorContext context;
       context.call = "getrandom";
+      context.kind = ErrorKind::io;
       throw_error("getrandom failed: " + errno_text(errno), context);
     }
   }
