@@ -11,17 +11,29 @@ import tempfile
 import time
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
+def free_port(host='127.0.0.1'):
+    with socket.socket(socket.AF_INET6 if ':' in host else socket.AF_INET) as s:
+        s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def ipv6_loopback():
+    """Why not: '' when ::1 can be bound here, else the reason (for a test's skip message)."""
+    if not socket.has_ipv6:
+        return 'Python was built without IPv6'
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(('::1', 0))
+    except OSError as e:
+        return f'cannot bind ::1 ({e})'
+    return ''
 
 
 class Resp:
     """One connection; command() sends bytes or str arguments and returns the decoded reply."""
 
-    def __init__(self, port, password=None, timeout=5):
-        self.sock = socket.create_connection(('127.0.0.1', port), timeout=timeout)
+    def __init__(self, port, password=None, timeout=5, host='127.0.0.1'):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
         self.buf = b''
         if password:
             self.command('AUTH', password)
@@ -74,9 +86,10 @@ class Resp:
 
 
 class RedisServer:
-    def __init__(self, password=None, port=None):
+    def __init__(self, password=None, port=None, bind='127.0.0.1'):
         self.password = password
-        self.port = port or free_port()
+        self.bind = bind
+        self.port = port or free_port(bind)
         self.dir = tempfile.mkdtemp(prefix='kiln-redis-')
         self.socket = os.path.join(self.dir, 'redis.sock')  # served too, for unix:// URLs
         self.proc = None
@@ -84,11 +97,12 @@ class RedisServer:
     @property
     def url(self):
         auth = f':{self.password}@' if self.password else ''
-        return f'redis://{auth}127.0.0.1:{self.port}'
+        host = f'[{self.bind}]' if ':' in self.bind else self.bind
+        return f'redis://{auth}{host}:{self.port}'
 
     def start(self):
         exe = shutil.which('redis-server') or '/usr/bin/redis-server'
-        args = [exe, '--port', str(self.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+        args = [exe, '--port', str(self.port), '--bind', self.bind, '--save', '', '--appendonly', 'no',
                 '--dir', self.dir, '--daemonize', 'no', '--loglevel', 'warning', '--unixsocket', self.socket]
         if self.password:
             args += ['--requirepass', self.password]
@@ -107,7 +121,7 @@ class RedisServer:
         raise RuntimeError(f'redis-server did not answer on port {self.port} within 10 s')
 
     def client(self):
-        return Resp(self.port, self.password)
+        return Resp(self.port, self.password, host=self.bind)
 
     def kill(self):
         if self.proc and self.proc.poll() is None:
@@ -123,8 +137,8 @@ class RedisServer:
 
 
 @contextlib.contextmanager
-def redis_server(password=None):
-    server = RedisServer(password)
+def redis_server(password=None, bind='127.0.0.1'):
+    server = RedisServer(password, bind=bind)
     try:
         yield server.start()
     finally:

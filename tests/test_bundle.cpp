@@ -281,3 +281,48 @@ TEST_CASE("cache path: folders after the first writable one are read-only layers
   const CachePath kept = make_cache_path(bundle_only, config_for(tmp / "explicit"), nullptr, {}, true);
   CHECK(kept.writable.dir == tmp / "explicit");
 }
+
+TEST_CASE("bundle: every byte of the header and of the index is covered: changing any one is refused") {
+  const auto key = test_key();
+  const auto entries = std::vector<bundle::PackedEntry>{packed("m1", sm90a(), "b"), packed("m2", sm80(), "b", 300)};
+  for (const bool with_key : {false, true}) {
+    DYNAMIC_SECTION((with_key ? "signed, checked with its key" : "unsigned")) {
+      const auto bytes = bundle::encode_bundle(entries, "b", with_key ? &key : nullptr);
+      const bundle::SigningKey* check_with = with_key ? &key : nullptr;
+      const auto good = bundle::decode_bundle(bytes.data(), bytes.size(), check_with);
+      REQUIRE(good.index);
+      REQUIRE(good.index->records.size() == 2);
+      // The index ends where the first entry begins.
+      const auto index_end = static_cast<std::size_t>(good.index->records.front().offset);
+      REQUIRE(index_end > bundle::bundle_header_bytes);
+      std::size_t accepted = 0;
+      for (std::size_t at = 0; at < index_end; ++at) {
+        for (const std::uint8_t mask : {std::uint8_t{0x01}, std::uint8_t{0x80}, std::uint8_t{0xff}}) {
+          auto changed = bytes;
+          changed[at] ^= mask;
+          const auto decoded = bundle::decode_bundle(changed.data(), changed.size(), check_with);
+          if (decoded.index) {
+            ++accepted;
+            UNSCOPED_INFO("byte " << at << " ^ 0x" << std::hex << int{mask} << std::dec << " accepted");
+          }
+        }
+      }
+      CHECK(accepted == 0);
+    }
+  }
+}
+
+TEST_CASE("bundle: the flags and the signature field must agree, and unknown flags are refused") {
+  const auto bytes = bundle::encode_bundle({packed("m1", sm90a(), "b")}, "b", nullptr);
+  auto flagged = bytes;
+  flagged[12] |= 0x01;  // "signed" over an all-zero signature field
+  CHECK_THAT(bundle::decode_bundle(flagged.data(), flagged.size(), nullptr).error,
+             Catch::Contains("signed") && Catch::Contains("zeros"));
+  auto unknown = bytes;
+  unknown[15] |= 0x40;
+  CHECK_THAT(bundle::decode_bundle(unknown.data(), unknown.size(), nullptr).error, Catch::Contains("unknown flags"));
+  auto stray = bytes;
+  stray[60] = 0x5a;  // a byte in the signature field of an unsigned bundle
+  CHECK_THAT(bundle::decode_bundle(stray.data(), stray.size(), nullptr).error,
+             Catch::Contains("unsigned") && Catch::Contains("not all zeros"));
+}

@@ -55,6 +55,41 @@ def test_usage_errors(kiln, tmp):
     check(done.returncode == 1, f'a bad KILN_ARCH is a failure, exit 1 (got {done.returncode})', done.stderr)
 
 
+def test_option_values(kiln, tmp):
+    """Every invalid option value is a usage error (exit 2) in every command, in kiln's words: the
+    option, what was expected, and the value; never CLI11's own phrases."""
+    parser_words = ('File is actually a directory', 'required UINT', 'File does not exist', 'not in {',
+                    'Check ', 'FAILED')
+
+    def kiln_words(args, *words):
+        done = usage_error(kiln, args, *words)
+        check(not any(w in done.stderr for w in parser_words), f'kiln {" ".join(args)}: no parser phrases',
+              done.stderr.strip()[:400])
+
+    existing = tmp / 'existing-file'
+    existing.write_text('')
+    kiln_words(['pick', '--variant', 'nonsense', '--m', '16', '--k', '7168'], '--variant', "'nonsense'")
+    kiln_words(['dump', '--arch', 'sm_90a', '--out', str(existing)], '--out', str(existing), 'folder')
+    kiln_words(['dump', '--arch', 'sm_90a', '--out', str(existing / 'below')], '--out', 'folder')
+    kiln_words(['pick', '--m'], '--m', '1..2147483647')
+    kiln_words(['warm', '--jobs'], '--jobs', '1..256')
+    kiln_words(['warm', '--variants', str(tmp)], '--variants', str(tmp), 'folder')
+    kiln_words(['warm', '--variants', str(tmp / 'absent.txt')], '--variants', 'absent.txt')
+    kiln_words(['pack', '--list', str(tmp)], '--list', str(tmp))
+    kiln_words(['pack', '--verify', str(tmp / 'absent.kpack')], '--verify', 'absent.kpack')
+    kiln_words(['pick', '--m', '16', '--k', '7168', '--twin', 'sometimes'], '--twin', 'on, off, auto', "'sometimes'")
+    kiln_words(['dump', '--module', 'per_token_group_quant in=bf16 in=fp16', '--arch', 'sm_90a', '--out',
+                str(tmp / 'twice')], '--module', "'in'", 'twice')
+    kiln_words(['compile', '--module', 'per_token_group_quant group=48', '--arch', 'sm_90a'], '--module', "'group'",
+               '32, 64, 128')
+    check(not (tmp / 'twice').exists(), 'dump: nothing written after a usage error')
+    # dump --module takes the name=value spelling that pick and warm take.
+    out = tmp / 'spelled'
+    done = run(kiln, 'dump', '--module', 'per_token_group_quant in=fp16 group=64', '--arch', 'sm_90a', '--out', str(out))
+    check(done.returncode == 0 and (out / 'per_token_group_quant-fp16-g64-e4m3-row.sm_90a.ptx').exists(),
+          'dump --module "family name=value ..." compiles that variant', f'{done.returncode} {done.stderr[-400:]}')
+
+
 def test_source_must_be_a_file(kiln, tmp):
     for path, why in ((tmp, 'folder'), (tmp / 'missing.cu', 'No such file')):
         done = run(kiln, 'compile', '--source', str(path), '--arch', 'sm_90a')
@@ -91,6 +126,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         test_usage_errors(kiln, tmp)
+        test_option_values(kiln, tmp)
         test_source_must_be_a_file(kiln, tmp)
         test_success_and_help(kiln)
     return exit_status()

@@ -47,7 +47,7 @@ void check_visits_each_field_once(std::size_t fields) {
 TEST_CASE("for_each_counter visits every field once, writable, in declaration order") {
   check_visits_each_field_once<ModuleCacheCounters>(7);
   check_visits_each_field_once<DiskCacheCounters>(10);
-  check_visits_each_field_once<RemoteCacheCounters>(13);
+  check_visits_each_field_once<RemoteCacheCounters>(15);
 
   ModuleCacheCounters memory;
   number_counters(memory);
@@ -62,14 +62,16 @@ TEST_CASE("for_each_counter visits every field once, writable, in declaration or
   RemoteCacheCounters remote;
   number_counters(remote);
   CHECK(remote.remote_hits == 1);
-  CHECK(remote.signature_failures == 9);
-  CHECK(remote.skipped == 13);
+  CHECK(remote.signature_mismatch == 9);
+  CHECK(remote.wrong_type == 11);
+  CHECK(remote.oom == 14);
+  CHECK(remote.skipped == 15);
 }
 
 TEST_CASE("for_each_counter names the remote counters as kiln info --json does") {
   RemoteCacheCounters remote;
   CHECK(number_counters(remote) ==
         std::vector<std::string>{"hits", "misses", "compiles", "publishes", "publish_lost", "lease_waits",
-                                 "lease_takeovers", "wait_timeouts", "signature_failures", "corrupt", "timeouts",
-                                 "errors", "skipped"});
+                                 "lease_takeovers", "wait_timeouts", "signature_mismatch", "corrupt", "wrong_type",
+                                 "timeouts", "errors", "oom", "skipped"});
 }

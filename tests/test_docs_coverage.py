@@ -32,8 +32,7 @@ CPP_INDIRECT = {
     ('src/cache/remote/remote_config.cpp', 'name'): "ms_from_env's parameter: a reader above, its callers are scanned",
     ('src/jit/nvrtc_api.cpp', 'name'): 'the loop over VIRTUAL_ENV and CONDA_PREFIX (no KILN_* variable)',
     # Resolved from its definition, `fleet_key_variable = "KILN_..."` (src/cache/fleet_signing.hpp).
-    ('src/cache/bundle/bundle_signature.cpp', 'fleet_key_variable'): 'constant',
-    ('src/cache/remote/remote_config.cpp', 'fleet_key_variable'): 'constant',
+    ('src/cache/fleet_signing.cpp', 'fleet_key_variable'): 'constant',
 }
 # `name = "KILN_..."` definitions in src and include, for CPP_INDIRECT's constants.
 CONSTANTS = {}

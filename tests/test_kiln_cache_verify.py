@@ -35,6 +35,24 @@ def main():
         full = json.loads(run(kiln, ['cache', 'verify', '--json'], env).stdout)
         assert full['good'] == 2 and full['skipped'] == [], full
     print('ok: entries above the bound are not checked, not bad, and kept')
+    unusable_folder(kiln)
+    print('ok: verify on an unusable folder says it checked nothing and why, exit 1')
+
+
+def unusable_folder(kiln):
+    with tempfile.TemporaryDirectory() as tmp:
+        blocker = os.path.join(tmp, 'a-file')
+        open(blocker, 'w').close()
+        base = {k: v for k, v in os.environ.items() if not k.startswith('KILN_')}
+        for env, why in ((dict(base, KILN_CACHE_DIR=blocker), blocker), (dict(base, KILN_CACHE='0'), 'KILN_CACHE=0')):
+            text = run(kiln, ['cache', 'verify'], env)
+            assert text.returncode == 1, (text.returncode, text.stdout, text.stderr)
+            assert 'checked nothing' in text.stderr and why in text.stderr, text.stdout + text.stderr
+            assert 'good' not in text.stdout, text.stdout
+            report = run(kiln, ['cache', 'verify', '--json'], env)
+            assert report.returncode == 1, report.stdout + report.stderr
+            out = json.loads(report.stdout)
+            assert out.get('checked') is False and 'checked nothing' in out.get('error', ''), out
 
 
 if __name__ == '__main__':

@@ -87,11 +87,13 @@ def test_unwritable_out(kiln, tmp):
     blocker = tmp / 'not-a-folder'
     blocker.write_text('')
     out = blocker / 'dump'
-    done = run(kiln, 'dump', '--arch', 'sm_90a', '--out', str(out))
-    check(done.returncode == 1, f'--out under a regular file exits 1, got {done.returncode}')
-    check('--out' in done.stderr and str(out) in done.stderr and 'nothing written' in done.stderr,
-          f'the error names --out and the folder: {done.stderr}')
-    check('written to' not in done.stdout and 'ptx B' not in done.stdout, f'no table, no "written to": {done.stdout}')
+    # A path that cannot be a folder is an invalid --out: a usage error, before anything compiles.
+    for out in (blocker / 'dump', blocker):
+        done = run(kiln, 'dump', '--arch', 'sm_90a', '--out', str(out))
+        check(done.returncode == 2, f'--out {out.name}: a regular file in the way exits 2, got {done.returncode}')
+        check('--out' in done.stderr and str(out) in done.stderr and 'nothing written' in done.stderr,
+              f'the error names --out and the folder: {done.stderr}')
+        check('written to' not in done.stdout and 'ptx B' not in done.stdout, f'no table, no "written to": {done.stdout}')
 
     # The folder exists but one module's .ptx cannot be put in place (a folder holds its name):
     # that module is reported as not written, the other as written, and the exit status is 1.

@@ -50,6 +50,64 @@ def other_user(tmp, deploy_test, hidden, elsewhere):
           other.stdout[-1500:] + other.stderr[-500:])
 
 
+def test_out_checked_first(kiln, env, tmp):
+    """-o is checked before anything compiles: a folder, a path under a regular file or in a missing
+    folder is a usage error (exit 2) naming -o, and the cache stays empty."""
+    fresh = dict(env, KILN_CACHE_DIR=str(tmp / 'out-cache'))
+    blocker = tmp / 'out-blocker'
+    blocker.write_text('')
+    for out, why in ((tmp, 'folder'), (blocker / 'x.kpack', 'not a folder'), (tmp / 'missing' / 'x.kpack', 'No such')):
+        done = run([kiln, 'pack', '--arch', 'sm_90a', '-o', str(out)], fresh)
+        check(done.returncode == 2 and '-o' in done.stderr and str(out) in done.stderr and why in done.stderr,
+              f'pack -o {out}: exit 2, names -o, the path and {why!r}', f'{done.returncode} {done.stderr[-400:]}')
+        entries = list((tmp / 'out-cache').glob('*.kiln'))
+        check(not entries, f'pack -o {out}: nothing compiled ({len(entries)} entries)')
+
+
+def test_header_bytes(kiln, env, tmp, good):
+    """Header bytes the checksum does not cover are checked too; a signed bundle without a key to
+    check it is not reported as verified."""
+    for at, mask, why in ((12, 0x02, 'unknown flags'), (15, 0x80, 'unknown flags'),
+                          (12, 0x01, 'all zeros'), (50, 0x5a, 'not all zeros'), (71, 0x01, 'not all zeros')):
+        changed = bytearray(good)
+        changed[at] ^= mask
+        path = tmp / f'header-{at}-{mask}.kpack'
+        path.write_bytes(bytes(changed))
+        bad = run([kiln, 'pack', '--verify', str(path)], env)
+        check(bad.returncode == 1 and why in bad.stderr, f'--verify, byte {at} ^ {mask:#x}: exit 1, says {why!r}',
+              f'{bad.returncode} {bad.stdout[-200:]} {bad.stderr[-300:]}')
+        used = run([kiln, 'info', '--json'], dict(env, KILN_CACHE_PATH=str(path)))
+        layers = json.loads(used.stdout)['cache_path']['layers'] if used.stdout.strip() else []
+        check(len(layers) == 1 and not layers[0]['usable'], f'byte {at} ^ {mask:#x}: a process refuses the bundle',
+              str(layers)[:300])
+
+    key = tmp / 'fleet.key'
+    key.write_text('0123456789abcdef0123456789abcdef\n')
+    key.chmod(0o600)
+    signed = tmp / 'signed.kpack'
+    done = run([kiln, 'pack', '--arch', 'sm_90a', '-o', str(signed)], dict(env, KILN_REMOTE_CACHE_KEY_FILE=str(key)))
+    check(done.returncode == 0 and 'signed' in done.stdout, 'pack with a key writes a signed bundle',
+          done.stdout + done.stderr[-300:])
+    unchecked = run([kiln, 'pack', '--verify', str(signed)], env)
+    check(unchecked.returncode == 1 and 'not verified' in unchecked.stderr and 'OK' not in unchecked.stdout,
+          'a signed bundle with no key to check it: --verify exits 1, "not verified"',
+          f'{unchecked.returncode} {unchecked.stdout[-300:]} {unchecked.stderr[-300:]}')
+    allowed = run([kiln, 'pack', '--verify', str(signed), '--allow-unverified'], env)
+    check(allowed.returncode == 0 and 'signature not checked' in allowed.stdout,
+          '--allow-unverified: exit 0, and the summary says the signature was not checked',
+          f'{allowed.returncode} {allowed.stdout[-300:]} {allowed.stderr[-300:]}')
+    report = run([kiln, 'pack', '--verify', str(signed), '--json'], env)
+    out = json.loads(report.stdout) if report.stdout.strip() else {}
+    check(report.returncode == 1 and out.get('ok') is False and out.get('signature_verified') is False,
+          f'--verify --json: not ok, signature not verified ({out.get("ok")}, {out.get("signature_verified")})')
+    verified = run([kiln, 'pack', '--verify', str(signed)], dict(env, KILN_REMOTE_CACHE_KEY_FILE=str(key)))
+    check(verified.returncode == 0 and 'verified' in verified.stdout, 'with the key: verified, exit 0',
+          verified.stdout + verified.stderr[-300:])
+    done = run([kiln, 'pack', '--list', str(signed), '--allow-unverified'], env)
+    check(done.returncode == 2 and '--allow-unverified' in done.stderr, '--allow-unverified only with --verify',
+          f'{done.returncode} {done.stderr[-300:]}')
+
+
 def main():
     kiln, deploy_test = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     tmp = pathlib.Path(tempfile.mkdtemp(prefix='kiln-pack-test-'))
@@ -115,12 +173,15 @@ def main():
                   f'a process refuses {path.name} as a whole and carries on with the next layer', str(layers)[:400])
             check('not used' in used.stderr and why in used.stderr, f'{path.name}: one warning naming why', used.stderr[-300:])
 
+        test_header_bytes(kiln, env, tmp, a)
+
         for args, what in (([kiln, 'pack', '--arch', 'sm_90a'], 'no -o'),
                            ([kiln, 'pack', '-o', str(tmp / 'x.kpack')], 'no --arch'),
                            ([kiln, 'pack', '--arch', 'sm_90a', '-o', str(tmp / 'x.kpack'), '--jobs', '0'], '--jobs 0'),
                            ([kiln, 'pack', '--arch', 'sm_999', '-o', str(tmp / 'x.kpack')], 'unknown arch')):
             done = run(args, env)
             check(done.returncode == 2, f'pack {what}: usage error, exit 2 (got {done.returncode})', done.stderr[-300:])
+        test_out_checked_first(kiln, env, tmp)
         variants = tmp / 'variants.txt'
         variants.write_text('# a variant manifest (kiln warm --variants)\nper_token_group_quant in=fp16 group=64\nno_such_variant\n')
         done = run([kiln, 'pack', '--arch', 'sm_90a', '--variants', str(variants), '-o', str(tmp / 'x.kpack')], env)

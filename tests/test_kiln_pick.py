@@ -148,8 +148,16 @@ def test_variant_pick(kiln):
             check(numbers(out.get('why', ''))[-4:] == [one_group_ctas, 64 * sm, 64, sm],
                   f'{what}: the why line names the one-group grid and the ceiling', out.get('why'))
     out = variant_pick(kiln, int8, 16, 7168, '--one-group', 'off')
-    check(not out.get('one_group') and out.get('grid') == [14, 1, 1] and 'KILN_Q_ONE_GROUP=0' in out.get('why', ''),
-          'the lever off keeps the shipped kernel and says why', out)
+    check(not out.get('one_group') and out.get('grid') == [14, 1, 1] and 'chosen by the caller' in out.get('why', '')
+          and 'KILN_Q_ONE_GROUP' not in out.get('why', ''),
+          '--one-group off keeps the shipped kernel and says the caller chose it (not the variable)', out)
+    # The variable's own words only when the variable decided.
+    env = {**os.environ, 'KILN_Q_ONE_GROUP': '0'}
+    done = subprocess.run([kiln, 'pick', '--variant', int8, '--m', '16', '--k', '7168', '--json'], capture_output=True,
+                          text=True, env=env, timeout=60)
+    out = json.loads(done.stdout) if done.returncode == 0 else {}
+    check('KILN_Q_ONE_GROUP=0' in out.get('why', ''), 'KILN_Q_ONE_GROUP=0 with --one-group auto names the variable',
+          f'{out} {done.stderr}')
     text = pick(kiln, '--variant', int8, '--m', 8192, '--k', 7168).stdout
     check('why not the one-group kernel: two groups per slot' in text, 'the text names why not the other', text)
     # A variant with one kernel, named by its parameters.
@@ -162,12 +170,49 @@ def test_variant_pick(kiln):
     plain = json.loads(pick(kiln, '--m', 16, '--k', 7168, '--twin', 'on', '--json').stdout)
     check(seed == plain, "the seed's variant: the seed's pick", seed)
     # What does not exist is refused, naming the argument.
+    # An invalid option value is a usage error (exit 2), like every other command's.
     done = pick(kiln, '--variant', 'per_token_group_quant-bf16-g64-int8-row-ue8m0', '--m', 16, '--k', 7168)
-    check(done.returncode == 1 and "'variant'" in done.stderr and 'grid' not in done.stdout,
-          'an impossible variant: exit 1, the argument named, no grid', done.stderr)
+    check(done.returncode == 2 and '--variant' in done.stderr and 'grid' not in done.stdout,
+          'an impossible variant: exit 2, the option named, no grid', f'{done.returncode} {done.stderr}')
     done = pick(kiln, '--variant', 'per_token_group_quant group=48', '--m', 16, '--k', 7168)
-    check(done.returncode == 1 and "'group'" in done.stderr and '32, 64, 128' in done.stderr,
-          'a bad value names the parameter and the allowed values', done.stderr)
+    check(done.returncode == 2 and "'group'" in done.stderr and '32, 64, 128' in done.stderr,
+          'a bad value names the parameter and the allowed values', f'{done.returncode} {done.stderr}')
+    done = pick(kiln, '--variant', 'nonsense', '--m', 16, '--k', 7168)
+    check(done.returncode == 2 and '--variant' in done.stderr and "'nonsense'" in done.stderr,
+          '--variant nonsense: exit 2, naming the option and the value', f'{done.returncode} {done.stderr}')
+
+
+def test_variant_groups(kiln):
+    """--k follows the variant's group: a g32 or g64 variant takes any multiple of its group."""
+    for variant, group in (('per_token_group_quant in=bf16 group=32 out=int8', 32),
+                           ('per_token_group_quant in=bf16 group=64 out=int8', 64)):
+        k = 3 * group  # 96 and 192: not multiples of 128
+        out = variant_pick(kiln, variant, 16, k)
+        check(out.get('k') == k and out.get('grid'), f'group {group}: --k {k} is taken', out)
+        done = pick(kiln, '--variant', variant, '--m', 16, '--k', group + 16)
+        check(done.returncode == 2 and '--k' in done.stderr and f'multiple of {group}' in done.stderr and
+              f"'{group + 16}'" in done.stderr,
+              f'group {group}: --k {group + 16} is a usage error naming the group', f'{done.returncode} {done.stderr}')
+    done = pick(kiln, '--m', 16, '--k', 96)
+    check(done.returncode == 2 and 'multiple of 128' in done.stderr, 'without --variant, --k stays a multiple of 128',
+          f'{done.returncode} {done.stderr}')
+    done = pick(kiln, '--variant', 'per_token_group_quant', '--m', 16, '--k', 96)
+    check(done.returncode == 2 and 'multiple of 128' in done.stderr, "the seed's variant keeps the seed's 128",
+          f'{done.returncode} {done.stderr}')
+
+
+def test_variant_usage(kiln):
+    done = pick(kiln, '--variant', 'per_token_group_quant in=bf16 in=fp16', '--m', 16, '--k', 7168)
+    check(done.returncode == 2 and "'in'" in done.stderr and 'twice' in done.stderr and 'grid' not in done.stdout,
+          'a parameter given twice is a usage error, not "last wins"', f'{done.returncode} {done.stderr}')
+    done = pick(kiln, '--one-group', 'on', '--m', 16, '--k', 7168)
+    check(done.returncode == 2 and '--one-group' in done.stderr and '--variant' in done.stderr,
+          '--one-group without --variant is a usage error', f'{done.returncode} {done.stderr}')
+    done = pick(kiln, '--variant', 'per_token_group_quant-bf16-g128-int8-row', '--one-group', 'maybe', '--m', 16,
+                '--k', 7168)
+    check(done.returncode == 2 and '--one-group' in done.stderr and 'on, off, auto' in done.stderr and
+          "'maybe'" in done.stderr, '--one-group maybe: kiln\'s words, the choices and the value',
+          f'{done.returncode} {done.stderr}')
 
 
 def main():
@@ -176,6 +221,8 @@ def main():
     test_limits(kiln)
     test_why_line(kiln)
     test_variant_pick(kiln)
+    test_variant_groups(kiln)
+    test_variant_usage(kiln)
     return exit_status()
 
 

@@ -67,6 +67,13 @@ def main():
             check(done.returncode == 2, f'a bad manifest is a usage error ({text.strip()!r}: {done.returncode})')
             check(all(w in done.stderr for w in words), f'the message names {words} ({done.stderr.strip()})')
             check(not list((tmp / 'other').glob('*.kiln')), 'nothing was compiled')
+        # The same variant twice (in both spellings) is one module, compiled and counted once.
+        twice = tmp / 'twice.txt'
+        twice.write_text('per_token_group_quant in=bf16 group=32 out=int8\nper_token_group_quant-bf16-g32-int8-row\n'
+                         'per_token_group_quant in=bf16 group=32 out=int8\n')
+        report = warm(kiln, {**base, 'KILN_CACHE_DIR': str(tmp / 'twice-cache')}, twice)
+        check(report['modules'] == 3 and report['compiles'] == 3 and report['kept'] == 3,
+              f'a duplicate manifest line is counted once ({report})')
         missing = run(kiln, env, 'warm', '--variants', str(tmp / 'absent.txt'))
         check(missing.returncode == 2, 'a manifest that does not exist is a usage error')
     return exit_status()

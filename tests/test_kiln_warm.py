@@ -56,8 +56,75 @@ def test_nothing_kept(kiln, tmp):
                str(small), '2 of 2 modules are not in the cache')
 
 
+def warm_report(kiln, env, *extra, cwd=None):
+    done = subprocess.run([kiln, 'warm', '--arch', 'sm_90a', '--json', *extra], env=env, capture_output=True,
+                          text=True, timeout=240, cwd=cwd)
+    lines = done.stdout.strip().splitlines()
+    return done, (json.loads(lines[-1]) if lines else {})
+
+
+def test_bundle_layers(kiln, tmp):
+    """warm searches every layer of KILN_CACHE_PATH: what a bundle holds is counted as a layer hit
+    and never compiled, with KILN_JIT=off and with it on (workers included)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith('KILN_')}
+    bundle = tmp / 'layers.kpack'
+    packed = subprocess.run([kiln, 'pack', '--arch', 'sm_90a', '-o', str(bundle), '--jobs', '1'],
+                            env={**base, 'KILN_CACHE_DIR': str(tmp / 'pack-cache')}, capture_output=True, text=True,
+                            timeout=240)
+    check(packed.returncode == 0, 'a bundle of sm_90a for the layer checks', packed.stderr[-300:])
+    for jit, jobs in (('off', '1'), ('on', '2')):
+        folder = tmp / f'layers-{jit}'
+        env = {**base, 'KILN_CACHE_PATH': f'{bundle}:{folder}', 'KILN_JIT': jit}
+        done, report = warm_report(kiln, env, '--jobs', jobs)
+        what = f'KILN_JIT={jit} --jobs {jobs}'
+        check(done.returncode == 0, f'{what}: warm over bundle:folder exits 0', done.stderr[-400:])
+        check('in no cache layer' not in done.stderr, f'{what}: the bundle is searched', done.stderr[-400:])
+        check(report.get('layer_hits') == 2 and report.get('compiles') == 0,
+              f'{what}: both modules counted as layer hits, none compiled ({report})')
+        check(not list(folder.glob('*.kiln')), f'{what}: nothing compiled into the folder')
+        text = subprocess.run([kiln, 'warm', '--arch', 'sm_90a', '--jobs', jobs], env=env, capture_output=True,
+                              text=True, timeout=240)
+        check(text.returncode == 0 and '2 from read-only layers' in text.stdout and '0 compiled' in text.stdout,
+              f'{what}: the summary line says where they came from', text.stdout + text.stderr[-300:])
+
+
+def test_one_warning_per_tree(kiln, tmp):
+    """A warning about the environment is printed once by the whole process tree, however many
+    `kiln worker` processes warm starts."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith('KILN_')}
+    env = {**base, 'KILN_CACHE_DIR': str(tmp / 'warn-cache')}
+    for extra, words in (({'KILN_LINEINFO': 'x'}, "KILN_LINEINFO='x'"),
+                         ({'KILN_REMOTE_CACHE': 'bogus://x'}, 'bogus://x')):
+        # Cold and then warm: workers start either way with two modules and --jobs 2.
+        for round in ('cold', 'warm'):
+            done = subprocess.run([kiln, 'warm', '--arch', 'sm_90a', '--jobs', '2'], env={**env, **extra},
+                                  capture_output=True, text=True, timeout=240)
+            # Why warning lines only: a command may end with its own failure line naming the reason.
+            count = sum(1 for line in done.stderr.splitlines() if '[warning]' in line and words in line)
+            # Why not the exit status for the URL: a requested remote tier that is off may be a failure.
+            check(count == 1 and (done.returncode == 0 or 'KILN_REMOTE_CACHE' in extra),
+                  f'{words} ({round}): one warning for the process tree (got {count}, exit {done.returncode})',
+                  done.stderr[-600:])
+
+
+def test_relative_cache_dir(kiln, tmp):
+    """A relative KILN_CACHE_DIR is taken from the working directory and shown absolute."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith('KILN_')}
+    env = {**base, 'KILN_CACHE_DIR': 'relative-cache'}
+    done, report = warm_report(kiln, env, '--jobs', '1', cwd=tmp)
+    absolute = str(tmp / 'relative-cache')
+    check(done.returncode == 0 and report.get('cache', {}).get('dir') == absolute,
+          f'warm: the folder is shown absolute ({report.get("cache")})', done.stderr[-300:])
+    stats = subprocess.run([kiln, 'cache', 'stats', '--json'], env=env, capture_output=True, text=True, cwd=tmp)
+    shown = json.loads(stats.stdout).get('dir') if stats.returncode == 0 else None
+    check(shown == absolute, f'cache stats: the folder is shown absolute ({shown})', stats.stderr[-300:])
+    info = subprocess.run([kiln, 'info', '--json'], env=env, capture_output=True, text=True, cwd=tmp)
+    shown = json.loads(info.stdout).get('disk_cache', {}).get('dir') if info.stdout.strip() else None
+    check(shown == absolute, f'info: the folder is shown absolute ({shown})', info.stderr[-300:])
+
+
 def main():
-    kiln = sys.argv[1]
+    kiln = os.path.abspath(sys.argv[1])
     with tempfile.TemporaryDirectory() as tmp:
         cache = pathlib.Path(tmp) / 'cache'
         env = {**os.environ, 'KILN_CACHE_DIR': str(cache)}
@@ -99,6 +166,9 @@ def main():
                                                                   for d in resolved),
               f'info resolved the quantizer on {len(resolved)} device(s) through the caches ({counters})')
         test_nothing_kept(kiln, pathlib.Path(tmp))
+        test_bundle_layers(kiln, pathlib.Path(tmp))
+        test_one_warning_per_tree(kiln, pathlib.Path(tmp))
+        test_relative_cache_dir(kiln, pathlib.Path(tmp))
     return exit_status()
 
 

@@ -129,3 +129,40 @@ TEST_CASE("connect, AUTH and SELECT share one connect timeout, not one each") {
   SlowServer server(600ms);
   CHECK(open_with_auth_and_select(server.port(), 3000ms, failure));
 }
+
+TEST_CASE("a command timeout names the server, the command and the timeout") {
+  SlowServer server(600ms);
+  RemoteCacheConfig config;
+  config.endpoint = parse_redis_url("redis://127.0.0.1:" + std::to_string(server.port()));
+  config.command_timeout = 100ms;
+  detail::RedisFailure failure;
+  auto connection = detail::RedisConnection::open(config, failure);
+  REQUIRE(connection);
+  CHECK_FALSE(connection->command({"GET", "kiln:entry:x"}, failure));
+  CHECK(failure.fault == detail::RedisFault::timeout);
+  CHECK_THAT(failure.message, Catch::Contains("GET"));
+  CHECK_THAT(failure.message, Catch::Contains("127.0.0.1:" + std::to_string(server.port())));
+  CHECK_THAT(failure.message, Catch::Contains("100 ms"));
+  connection.reset();  // lets the server's thread see the close and end
+}
+
+TEST_CASE("a refused connect names the server and the connect timeout") {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  ::close(fd);  // nothing listens there now
+  const std::string where = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  RemoteCacheConfig config;
+  config.endpoint = parse_redis_url("redis://" + where);
+  config.connect_timeout = 250ms;
+  detail::RedisFailure failure;
+  CHECK_FALSE(detail::RedisConnection::open(config, failure));
+  CHECK(failure.fault == detail::RedisFault::unreachable);
+  CHECK_THAT(failure.message, Catch::Contains(where));
+  CHECK_THAT(failure.message, Catch::Contains("250 ms"));
+  CHECK_THAT(failure.message, Catch::Contains("refused"));
+}

@@ -52,9 +52,13 @@ TEST_CASE("parse_redis_url refuses bad URLs, naming the variable and the accepte
       const std::string what = e.what();
       CHECK(what.find("KILN_REMOTE_CACHE") != std::string::npos);
       CHECK(what.find("redis://[user:password@]host") != std::string::npos);
-      CHECK(what.find(bad) != std::string::npos);
+      CHECK(what.find(redact_url(bad)) != std::string::npos);  // the URL, its password replaced
     }
   }
+  CHECK(redact_url("redis://user:@h:1") == "redis://user:***@h:1");
+  CHECK(redact_url("redis://a:%zz@h:1") == "redis://a:***@h:1");
+  CHECK(redact_url("redis://secret@h:1") == "redis://***@h:1");
+  CHECK(redact_url("redis://h:1/x") == "redis://h:1/x");
 }
 
 namespace {
@@ -126,4 +130,77 @@ TEST_CASE("from_env: no URL, no tier; a bad URL or key file turns the tier off w
   for (const char* name : {"KILN_REMOTE_CACHE", "KILN_REMOTE_CACHE_TIMEOUT_MS", "KILN_REMOTE_CACHE_LEASE_MS"})
     ::unsetenv(name);
   std::remove(loose.c_str());
+}
+
+TEST_CASE("parse_redis_url never shows the password in its errors, whatever is wrong") {
+  // Each URL is refused; the error names the problem and the URL with its password replaced.
+  for (const char* bad : {"redis://:SuperSecret123@127.0.0.1:6396/", "redis://kiln:SuperSecret123@h:port",
+                          "redis://SuperSecret123@h:1/x", "redis://:SuperSecret123%zz@h:1",
+                          "rediss://:SuperSecret123@h:1", "redis://:Super@Secret123@h:99999",
+                          "redis//:SuperSecret123@h", "redis://:SuperSecret123@[::1:6379"}) {
+    INFO(bad);
+    try {
+      parse_redis_url(bad);
+      FAIL("accepted");
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      CHECK(what.find("SuperSecret123") == std::string::npos);
+      CHECK(what.find("Secret123") == std::string::npos);
+      CHECK(what.find("***") != std::string::npos);
+      CHECK(what.find("KILN_REMOTE_CACHE") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("parse_redis_url takes a bracketed IPv6 address") {
+  const auto with_port = parse_redis_url("redis://[::1]:6399/0");
+  CHECK(with_port.host == "::1");
+  CHECK(with_port.port == 6399);
+  CHECK(with_port.db == 0);
+  CHECK(with_port.display() == "redis://[::1]:6399");
+  const auto default_port = parse_redis_url("redis://:pw@[2001:db8::7]/2");
+  CHECK(default_port.host == "2001:db8::7");
+  CHECK(default_port.port == 6379);
+  CHECK(default_port.db == 2);
+  CHECK(default_port.display() == "redis://:***@[2001:db8::7]:6379/2");
+  for (const char* bad : {"redis://[::1", "redis://[::1]x", "redis://[::1]:", "redis://[]:1", "redis://::1:6379"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_redis_url(bad), Error);
+  }
+}
+
+TEST_CASE("from_env: a set but empty key-file variable is an error, not 'unsigned'") {
+  ::setenv("KILN_REMOTE_CACHE", "redis://127.0.0.1:6390", 1);
+  ::setenv("KILN_REMOTE_CACHE_KEY_FILE", "", 1);
+  auto empty = RemoteCacheConfig::from_env();
+  CHECK_FALSE(empty.endpoint);
+  CHECK(empty.disabled_reason.find("KILN_REMOTE_CACHE_KEY_FILE") != std::string::npos);
+  CHECK(empty.disabled_reason.find("empty") != std::string::npos);
+
+  // Key files that must turn the tier off: missing, empty, short, group- or world-readable.
+  const auto empty_file = write_file("env_empty", "", 0600);
+  const auto short_file = write_file("env_short", "0123456789\n", 0600);
+  const auto group_file = write_file("env_group", "0123456789abcdef0123\n", 0640);
+  const auto world_file = write_file("env_world", "0123456789abcdef0123\n", 0604);
+  for (const std::string& path : {std::string("no-such-key-file"), empty_file, short_file, group_file, world_file}) {
+    INFO(path);
+    ::setenv("KILN_REMOTE_CACHE_KEY_FILE", path.c_str(), 1);
+    auto refused = RemoteCacheConfig::from_env();
+    CHECK_FALSE(refused.endpoint);
+    CHECK(refused.disabled_reason.find(path) != std::string::npos);
+  }
+  if (::geteuid() == 0) {
+    // Only root can give a file to another owner; as anyone else, the owner check is covered by
+    // read_fleet_key_file's own rule (st_uid == geteuid) and this part is skipped.
+    const auto foreign = write_file("env_foreign", "0123456789abcdef0123\n", 0600);
+    REQUIRE(::chown(foreign.c_str(), 65534, 65534) == 0);
+    ::setenv("KILN_REMOTE_CACHE_KEY_FILE", foreign.c_str(), 1);
+    auto refused = RemoteCacheConfig::from_env();
+    CHECK_FALSE(refused.endpoint);
+    CHECK(refused.disabled_reason.find("owned by uid 65534") != std::string::npos);
+    std::remove(foreign.c_str());
+  }
+  for (const auto& path : {empty_file, short_file, group_file, world_file}) std::remove(path.c_str());
+  ::unsetenv("KILN_REMOTE_CACHE");
+  ::unsetenv("KILN_REMOTE_CACHE_KEY_FILE");
 }

@@ -2,7 +2,7 @@
 """Each way the fleet's Redis can fail a node, on real redis-server processes (free loopback ports,
 always stopped): absent at start; killed mid-run; a value corrupted, truncated, replaced with
 garbage or with another key's entry; an unsigned or wrongly signed value when a key file is set;
-a key file others can read; a wrong or missing password; a slow server (a delaying proxy) whose
+a key file others can read (the tier stays off and `warm` exits 1); a wrong or missing password; a slow server (a delaying proxy) whose
 stall the timeouts bound; a lease holder killed with SIGKILL. In every case the node finishes
 with verified entries, counts the cause and warns about it once.
 
@@ -130,37 +130,49 @@ def test_signatures(kiln, tmp):
     with redis_server() as server:
         key = key_file(tmp, 'fleet.key')
         healthy_node(kiln, node(tmp, KILN_REMOTE_CACHE=server.url), 'unsigned publisher')
+        unsigned = server.entries()
         report, err, _ = healthy_node(kiln, node(tmp, KILN_REMOTE_CACHE=server.url, KILN_REMOTE_CACHE_KEY_FILE=key),
                                       'missing signature')
         remote = remote_of(report)
-        check(remote.get('signature_failures') == MODULES and remote.get('hits') == 0,
-              'missing signature: unsigned values never loaded by a keyed node', str(remote))
-        check(len(warnings(err)) == 1 and 'signature' in err, 'missing signature: warned once', err[:400])
+        check(remote.get('signature_mismatch') == MODULES and remote.get('hits') == 0 and remote.get('publishes') == 0,
+              'missing signature: unsigned values never loaded by a keyed node, nor replaced', str(remote))
+        check(server.entries() == unsigned, 'missing signature: the unsigned values are left in Redis')
+        check(len(warnings(err)) == 2 and 'left in Redis' in err and 'differs from the fleet' in err,
+              'missing signature: one warning for the value, one that this node\'s key differs', err[:600])
+        client = server.client()
+        client.command('FLUSHALL')
+        client.close()
+        healthy_node(kiln, node(tmp, KILN_REMOTE_CACHE=server.url, KILN_REMOTE_CACHE_KEY_FILE=key), 'signed publisher')
         report, _, _ = healthy_node(kiln, node(tmp, KILN_REMOTE_CACHE=server.url, KILN_REMOTE_CACHE_KEY_FILE=key),
                                     'signed')
-        check(remote_of(report).get('hits') == MODULES, 'signed: the republished values carry a valid signature')
+        check(remote_of(report).get('hits') == MODULES, 'signed: values published with the key verify on the next node')
+        signed = server.entries()
         other = key_file(tmp, 'other.key')
         report, _, _ = healthy_node(kiln, node(tmp, KILN_REMOTE_CACHE=server.url, KILN_REMOTE_CACHE_KEY_FILE=other),
                                     'wrong signature')
-        check(remote_of(report).get('signature_failures') == MODULES and remote_of(report).get('hits') == 0,
+        check(remote_of(report).get('signature_mismatch') == MODULES and remote_of(report).get('hits') == 0,
               'wrong signature: a value signed with another secret is never loaded', str(remote_of(report)))
+        check(server.entries() == signed, 'wrong signature: the values are left in Redis')
         # A tampered signed value: the checksum could be fixed by an attacker, the MAC cannot.
         client = server.client()
-        for name, value in server.entries().items():
+        for name, value in signed.items():
             client.command('SET', name, value[:9] + bytes(32) + value[41:])
         client.close()
-        report, _, _ = healthy_node(kiln, node(tmp, KILN_REMOTE_CACHE=server.url, KILN_REMOTE_CACHE_KEY_FILE=other),
+        report, _, _ = healthy_node(kiln, node(tmp, KILN_REMOTE_CACHE=server.url, KILN_REMOTE_CACHE_KEY_FILE=key),
                                     'zeroed signature')
-        check(remote_of(report).get('signature_failures') == MODULES, 'zeroed signature: refused', str(remote_of(report)))
+        check(remote_of(report).get('signature_mismatch') == MODULES and remote_of(report).get('hits') == 0,
+              'zeroed signature: refused', str(remote_of(report)))
 
         loose = key_file(tmp, 'loose.key', 0o644)
         env = node(tmp, KILN_REMOTE_CACHE=server.url, KILN_REMOTE_CACHE_KEY_FILE=loose)
         info = subprocess.run([kiln, 'info'], env=env, capture_output=True, text=True, timeout=60)
         check(info.returncode == 1 and str(loose) in info.stderr and '0644' in info.stderr,
               'key file readable by others: info exits 1 naming the file and its mode', info.stderr[:400])
-        report, err, _ = healthy_node(kiln, env, 'loose key file')
-        check(remote_of(report).get('hits') == 0 and remote_of(report).get('publishes') == 0,
-              'loose key file: the remote tier stays off (never unsigned by accident)', str(remote_of(report)))
+        code, report, err, _ = warm(kiln, env)
+        check(code == 1 and report.get('kept') == MODULES and remote_of(report).get('hits') == 0 and
+              remote_of(report).get('publishes') == 0,
+              'loose key file: the remote tier stays off (never unsigned by accident), warm keeps its modules and '
+              'exits 1', f'{code} {remote_of(report)} {err[:400]}')
 
 
 def test_passwords(kiln, tmp):

@@ -20,6 +20,7 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "jit/compiler.hpp"
+#include "jit/dump.hpp"
 #include "jit/nvrtc.hpp"
 #include "jit/nvrtc_api.hpp"
 
@@ -60,9 +61,14 @@ std::optional<Child> spawn_worker(const std::vector<std::string>& items) {
   return Child{pid, fds[0], {}};
 }
 
-/// One report line of a worker: "<compiled|cached|failed> <module> <target> <compile ms>", or at
-/// the end "counters" and its disk cache's counters in for_each_counter's order.
+/// One report line of a worker: "<compiled|cached|failed> <module> <target> <compile ms>", at the
+/// end "counters" and its disk cache's counters in for_each_counter's order, or at any time "log"
+/// and one of its log messages (log_to_parent).
 void report_line(const std::string& line, Progress& progress, WorkerTotals& totals) {
+  if (line.rfind("log ", 0) == 0) {
+    log_from_child(std::string_view(line).substr(4));
+    return;
+  }
   std::istringstream in(line);
   std::string what;
   in >> what;
@@ -147,29 +153,71 @@ void add_disk_counters(DiskCacheCounters& into, const DiskCacheCounters& from) {
   for_each_counter(into, [&](const char*, std::uint64_t& total) { total += values[i++]; });
 }
 
-ProvidedWork provide_all(const std::vector<WorkItem>& work, const ModuleProvider& provider, unsigned jobs,
+std::optional<CompiledModule> find_in_layers(const std::vector<std::shared_ptr<CacheLayer>>& layers,
+                                             const KernelSource& source, const Target& target,
+                                             const std::vector<std::string>& options) {
+  const std::string& own_build = nvrtc_build();
+  for (const auto& layer : layers) {
+    std::optional<CompiledModule> found;
+    // As make_module_provider: with an NVRTC its build decides what matches.
+    if (!own_build.empty()) {
+      found = layer->find(module_cache_key(source, target, options, own_build), source.module, target);
+    } else if (const std::string recorded = layer->recorded_nvrtc_build(); !recorded.empty()) {
+      found = layer->find(module_cache_key(source, target, options, recorded), source.module, target);
+    }
+    if (found) {
+      dump_if_requested(*found, source);
+      return found;
+    }
+  }
+  return std::nullopt;
+}
+
+ProvidedWork provide_all(const std::vector<WorkItem>& work, const ModuleProvider& provider, const Compiler& compiler,
+                         const std::vector<std::shared_ptr<CacheLayer>>& layers, unsigned jobs,
                          const std::string& label, bool show,
                          const std::function<void(std::size_t, ProvidedModule&)>& use) {
   ProvidedWork done;
   done.items.resize(work.size());
   Progress progress(label, work.size(), show);
-  done.workers = compile_in_processes(work, jobs, progress, done.totals);
-  Progress collecting(label, work.size(), show && !done.workers);
-  parallel_for(work.size(), jobs, [&](std::size_t i) {
-    const auto& [source, target] = work[i];
+  const auto provide_one = [&](std::size_t i, Progress& shown, const std::function<ProvidedModule()>& get) {
     ProvidedItem& item = done.items[i];
-    collecting.start(source->module, target.name());
+    shown.start(work[i].first->module, work[i].second.name());
     try {
-      ProvidedModule provided = provider.provide(*source, target);
+      ProvidedModule provided = get();
       item.from_disk = provided.from_disk;
       use(i, provided);
     } catch (const std::exception& e) {
       item.error = e.what();
     }
-    collecting.finish(item.from_disk, !item.error.empty());
+    shown.finish(item.from_disk, !item.error.empty());
+  };
+  // Why the read-only layers first, here: a worker searches only the writable folder, so what a
+  // bundle holds would otherwise be compiled again.
+  std::vector<std::size_t> rest;
+  std::vector<std::optional<CompiledModule>> held(work.size());
+  if (!layers.empty())
+    parallel_for(work.size(), jobs, [&](std::size_t i) {
+      held[i] = find_in_layers(layers, *work[i].first, work[i].second, compiler.options(work[i].second));
+    });
+  for (std::size_t i = 0; i < work.size(); ++i) {
+    if (!held[i]) {
+      rest.push_back(i);
+      continue;
+    }
+    done.items[i].from_layer = true;
+    provide_one(i, progress, [&] { return ProvidedModule{std::move(*held[i]), true}; });
+  }
+  std::vector<WorkItem> rest_work;
+  for (const std::size_t i : rest) rest_work.push_back(work[i]);
+  done.workers = compile_in_processes(rest_work, jobs, progress, done.totals);
+  Progress silent(label, work.size(), false);
+  Progress& collecting = done.workers ? silent : progress;
+  parallel_for(rest.size(), jobs, [&](std::size_t r) {
+    const std::size_t i = rest[r];
+    provide_one(i, collecting, [&] { return provider.provide(*work[i].first, work[i].second); });
   });
   progress.end();
-  collecting.end();
   if (done.workers) done.worker_cached = progress.cached();
   return done;
 }
@@ -179,6 +227,9 @@ void add_worker_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("worker", "")->group("");  // hidden: the child of --jobs
   cmd->add_option("items", *items, "MODULE@TARGET")->required();
   cmd->callback([items] {
+    // Why: the parent prints each warning once for the process tree (a bad KILN_* setting is
+    // every worker's too), and its own.
+    log_to_parent(stdout);
     const Compiler compiler;
     // Why no read-only layers: the parent reads the results from the writable disk cache.
     const auto disk = process_disk_cache();

@@ -8,14 +8,18 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "cache/cache_layer.hpp"
 #include "cache/module_provider.hpp"
 #include "cli_progress.hpp"
+#include "jit/compiler.hpp"
 #include "jit/registry.hpp"
 #include "kiln/counters.hpp"
 #include "kiln/target.hpp"
@@ -42,11 +46,19 @@ bool compile_in_processes(const std::vector<WorkItem>& work, unsigned jobs, Prog
 /// Adds every counter of `from` to `into`.
 void add_disk_counters(DiskCacheCounters& into, const DiskCacheCounters& from);
 
-/// One item as this process got it from its provider, after any workers.
+/// One item as this process got it, after any workers.
 struct ProvidedItem {
-  bool from_disk = false;
-  std::string error;  ///< why not provided; empty when it was
+  bool from_disk = false;   ///< from a cache rather than compiled here (a read-only layer, the disk, Redis)
+  bool from_layer = false;  ///< from a read-only layer of KILN_CACHE_PATH (a bundle or a folder)
+  std::string error;        ///< why not provided; empty when it was
 };
+
+/// The module of `source` for `target` from the first of `layers` that holds it, looked up as the
+/// module provider does (by this process's NVRTC build; without an NVRTC, by the build the layer
+/// records), dumped when KILN_DUMP_DIR is set; nothing when no layer has it.
+std::optional<CompiledModule> find_in_layers(const std::vector<std::shared_ptr<CacheLayer>>& layers,
+                                             const KernelSource& source, const Target& target,
+                                             const std::vector<std::string>& options);
 
 /// What provide_all did.
 struct ProvidedWork {
@@ -56,12 +68,14 @@ struct ProvidedWork {
   std::size_t worker_cached = 0;    ///< items the workers found in the disk cache, when `workers`
 };
 
-/// The common step of `kiln pack` and `kiln warm`: compiles `work` in child processes where they
-/// help, then provides every item in this process on up to `jobs` threads, handing item i's module
-/// to `use(i, module)` (which may throw: the item's error). One progress line labelled `label`
-/// when `show`. Why a second, silent progress after the workers: the parent then only reads what
-/// they published.
-ProvidedWork provide_all(const std::vector<WorkItem>& work, const ModuleProvider& provider, unsigned jobs,
+/// The common step of `kiln pack` and `kiln warm`: takes what the read-only `layers` hold from
+/// them (never compiled, never handed to a worker), compiles the rest in child processes where they
+/// help, then provides every remaining item in this process on up to `jobs` threads, handing item
+/// i's module to `use(i, module)` (which may throw: the item's error). One progress line labelled
+/// `label` when `show`; after workers, the parent's read-back is not shown (it only reads what they
+/// published).
+ProvidedWork provide_all(const std::vector<WorkItem>& work, const ModuleProvider& provider, const Compiler& compiler,
+                         const std::vector<std::shared_ptr<CacheLayer>>& layers, unsigned jobs,
                          const std::string& label, bool show,
                          const std::function<void(std::size_t, ProvidedModule&)>& use);
 

@@ -30,11 +30,28 @@ nlohmann::json status_json(const DiskCache& cache) {
           {"max_bytes", cache.config().max_bytes}};
 }
 
-/// Prints where the cache is; false (and exit status 1 when `required`) if it is not in use.
-bool usable(const DiskCache& cache, bool json, bool required) {
+/// Whether the cache is in use. If not, prints where it is and why: for `stats`, as its report
+/// (exit status 0); for a command that had work to do (`failed`: "checked nothing", "removed
+/// nothing") as `kiln cache COMMAND: ...`, a failure on stderr with exit status 1 (and `error` and
+/// `field`: `value` in the JSON).
+bool usable(const DiskCache& cache, bool json, const char* command = nullptr, const char* failed = nullptr,
+            const char* field = nullptr, const nlohmann::json& value = nullptr) {
   const auto status = cache.status();
   if (status.mode == DiskCacheMode::read_write) return true;
-  if (required) set_exit_code(1);
+  const std::string where = "the disk cache is " + std::string(to_string(status.mode)) +
+                            (status.dir.empty() ? "" : " at '" + status.dir + "'") + " (" + status.reason + ")";
+  if (command != nullptr) {
+    set_exit_code(1);
+    const std::string error = std::string(failed) + ": " + where;
+    if (json) {
+      auto out = status_json(cache);
+      out["error"] = error;
+      out[field] = value;
+      std::printf("%s\n", out.dump(2).c_str());
+    }
+    std::fprintf(stderr, "kiln cache %s: %s\n", command, error.c_str());
+    return false;
+  }
   if (json)
     std::printf("%s\n", status_json(cache).dump(2).c_str());
   else
@@ -45,7 +62,7 @@ bool usable(const DiskCache& cache, bool json, bool required) {
 
 void stats(bool json) {
   DiskCache cache = DiskCache::from_env();
-  if (!usable(cache, json, false)) return;
+  if (!usable(cache, json)) return;
   const auto stats = cache.stats();
   if (json) {
     auto out = status_json(cache);
@@ -71,7 +88,7 @@ void stats(bool json) {
 
 void verify(bool json) {
   DiskCache cache = DiskCache::from_env();
-  if (!usable(cache, json, true)) return;
+  if (!usable(cache, json, "verify", "checked nothing", "checked", false)) return;
   const auto report = cache.verify();
   if (!report.bad.empty()) set_exit_code(1);
   if (json) {
@@ -80,6 +97,7 @@ void verify(bool json) {
     auto skipped = nlohmann::json::array();
     for (const auto& entry : report.skipped) skipped.push_back({{"file", entry.file}, {"reason", entry.reason}});
     auto out = status_json(cache);
+    out["checked"] = true;
     out["good"] = report.good;
     out["bad"] = bad;
     out["skipped"] = skipped;
@@ -97,7 +115,7 @@ void verify(bool json) {
 
 void clear(bool json) {
   DiskCache cache = DiskCache::from_env();
-  if (!usable(cache, json, true)) return;
+  if (!usable(cache, json, "clear", "removed nothing", "removed", 0)) return;
   const auto removed = cache.clear();
   if (json) {
     auto out = status_json(cache);

@@ -29,6 +29,7 @@
 #include "jit/dump.hpp"
 #include "jit/nvrtc.hpp"
 #include "jit/registry.hpp"
+#include "jit/variants.hpp"
 #include "kiln/error.hpp"
 #include "kiln/target.hpp"
 
@@ -102,6 +103,9 @@ std::vector<const KernelSource*> requested_modules(const CompileArgs& args, cons
     return all;
   }
   if (const auto* source = find_module(args.module)) return {source};
+  // `family name=value ...`, the spelling `pick --variant` and manifests take.
+  const std::string first = args.module.substr(0, args.module.find_first_of(" \t"));
+  if (find_variant_family(first) != nullptr) return {&variant_source(variant_from_option("--module", args.module))};
   std::string names;
   for (const auto& source : embedded_modules()) names += (names.empty() ? "" : ", ") + source.module;
   throw CLI::ValidationError("--module", "expected an embedded module (" + names +
@@ -231,10 +235,19 @@ void run(const CompileArgs& args) {
                 " (hopper modules build only for sm_90/sm_90a)");
 
   if (!args.out.empty()) {
-    // Why before compiling: an --out that cannot be a folder (under a regular file, no space, no
-    // permission) would otherwise cost every compile and end in one write error per module.
+    // Why before compiling: an --out that cannot be a folder (a file, under a regular file, no
+    // space, no permission) would otherwise cost every compile and end in one write error per module.
+    // A path that can never be a folder is the command line's fault (exit 2); the rest is a failure.
+    const auto refuse = [&](const std::string& why) {
+      throw CLI::ValidationError("--out", "cannot use '" + args.out + "' as the folder to write into: " + why +
+                                              " (expected a folder, or a path where one can be created); nothing written");
+    };
+    struct stat info {};
+    if (::stat(args.out.c_str(), &info) == 0 && !S_ISDIR(info.st_mode)) refuse("it exists and is not a folder");
     std::error_code error;
     std::filesystem::create_directories(args.out, error);
+    if (error == std::errc::not_a_directory || error == std::errc::file_exists)
+      refuse("a part of the path is not a folder (" + error.message() + ")");
     if (error || !std::filesystem::is_directory(args.out, error))
       throw_error("--out: cannot create the folder '" + args.out + "': " +
                   (error ? error.message() : std::string("not a folder")) + "; nothing written");
@@ -283,10 +296,11 @@ void add_common_options(CLI::App* cmd, const std::shared_ptr<CompileArgs>& args)
   cmd->add_option("--arch", args->arch,
                   "Target: sm_90a, compute_120, ...; auto (KILN_ARCH, else sm_90a); all (every arch NVRTC knows)");
   cmd->add_option("--module", args->module,
-                  "One embedded module or variant (kiln list --variants) (default: every embedded module)");
+                  "One embedded module or variant: a name from `kiln list --variants`, or 'family name=value ...' "
+                  "(default: every embedded module)");
   auto* source = cmd->add_option("--source", args->source_file, "Compile this .cu file instead of the embedded modules");
   cmd->add_option("--family", args->family, "Family of the --source file: common or hopper")
-      ->check(CLI::IsMember({"common", "hopper"}))
+      ->check(one_of({"common", "hopper"}))
       ->needs(source);
   source->excludes("--module");
   cmd->add_option("--jobs", args->jobs, "Compiles in parallel (default: the CPU count)")->transform(integer_in(1, 256));

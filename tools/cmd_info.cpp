@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/env.hpp"
+#include "base/log.hpp"
 #include "cache/disk/disk_cache.hpp"
 #include "cache/module_provider.hpp"
 #include "cache/remote/remote_cache.hpp"
@@ -122,7 +123,8 @@ nlohmann::json info_json() {
        {{"KILN_FP8_ACT_QUANT_HOPPER", ops::fp8_act_quant_hopper_enabled()}, {"KILN_Q_ONE_GROUP", ops::quant_one_group_lever()},
         {"KILN_PDL", ops::pdl_lever()}, {"KILN_LINEINFO", lineinfo_from_env()},
         {"KILN_ARCH", arch.target ? arch.target->name() : env_value("KILN_ARCH").value_or("")}}},
-      {"remote_cache", {{"enabled", remote_status.enabled}, {"endpoint", remote_status.endpoint},
+      {"remote_cache", {{"enabled", remote_status.enabled}, {"requested", remote_status.requested},
+                        {"endpoint", remote_status.endpoint},
                         {"signed", remote_status.signed_entries}, {"reason", remote_status.reason}}},
       {"counters", counters_json(ServiceCounters{memory, cache->counters(), remote->counters()})},
       {"nvrtc_found", nvrtc_found_json()},
@@ -196,7 +198,14 @@ void add_info_command(CLI::App& app) {
     else
       print_info(info);
     // Why last: everything above is still worth reading when a setting is bad.
-    for (const auto& problem : info["problems"]) std::fprintf(stderr, "kiln: %s\n", problem.get<std::string>().c_str());
+    // Why the check: a problem whose cause this process already printed in a warning (a key file
+    // that stops both the bundles and the remote tier) is not said twice; the exit status stays.
+    for (const auto& problem : info["problems"]) {
+      const std::string text = problem.get<std::string>();
+      const auto colon = text.find(": ");
+      if (!warned_about(colon == std::string::npos ? text : text.substr(colon + 2)))
+        std::fprintf(stderr, "kiln: %s\n", text.c_str());
+    }
     if (!info["problems"].empty()) set_exit_code(EXIT_FAILED);
   });
 }

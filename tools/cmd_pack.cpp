@@ -2,6 +2,7 @@
 // the caches or compiled, for deployments where no compiler may run; --list shows one, --verify
 // checks one. Format: src/cache/bundle/bundle_format.hpp.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,7 +10,6 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +43,7 @@ struct PackArgs {
   std::string verify;
   unsigned jobs = default_jobs();
   bool json = false;
+  bool allow_unverified = false;
 };
 
 std::vector<Target> parse_arch_list(const std::string& text) {
@@ -59,11 +60,39 @@ std::vector<Target> parse_arch_list(const std::string& text) {
   return targets;
 }
 
+/// The folder of `path` ("." for a bare name).
+std::string folder_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+/// `-o`, checked before anything compiles: a path that cannot be a bundle file (a folder, a path
+/// under a regular file, in a missing folder) is a usage error; a folder kiln may not write in is a
+/// failure. Why first: the rename at the end is the first write, after every compile.
+void check_out_path(const std::string& path) {
+  const auto refuse = [&](const std::string& why) {
+    throw CLI::ValidationError("-o", "cannot write the bundle '" + path + "': " + why +
+                                         " (expected a file path in an existing folder); nothing compiled");
+  };
+  if (path.empty() || path.back() == '/') refuse("it names a folder");
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0) {
+    if (S_ISDIR(info.st_mode)) refuse("it is a folder");
+    if (!S_ISREG(info.st_mode)) refuse("it exists and is not a regular file");
+  }
+  const std::string folder = folder_of(path);
+  if (::stat(folder.c_str(), &info) != 0) refuse("the folder '" + folder + "': " + detail::errno_text(errno));
+  if (!S_ISDIR(info.st_mode)) refuse("'" + folder + "' is not a folder");
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+    throw_error("-o " + path + ": cannot write in the folder '" + folder + "': " + detail::errno_text(errno) +
+                "; nothing compiled");
+}
+
 /// Writes `bytes` to `path` atomically (a temporary file beside it, fsynced, renamed), mode 0644:
 /// a bundle is meant to be read by the services that use it, and written by nobody.
 void write_bundle_file(const std::string& path, const std::vector<std::uint8_t>& bytes) {
   const auto slash = path.rfind('/');
-  const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string folder = folder_of(path);
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
   detail::UniqueFd dir(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir) throw_error("-o " + path + ": cannot open the folder '" + folder + "': " + detail::errno_text(errno));
@@ -82,26 +111,19 @@ void pack(const PackArgs& args) {
   if (build.empty()) throw_error("kiln pack needs NVRTC (its build names the bundle's keys): " + nvrtc_absence());
   const std::optional<bundle::SigningKey> key = bundle::signing_key_from_env();
   const std::vector<Target> targets = parse_arch_list(args.arch);
+  check_out_path(args.out);
   std::vector<const KernelSource*> variants;
   if (!args.variants.empty()) variants = variant_manifest_sources(args.variants);
 
+  const std::vector<WorkItem> work = modules_for(targets, variants);
   std::vector<PackJob> jobs;
-  for (const Target& target : targets) {
-    std::set<std::string> seen;
-    std::vector<const KernelSource*> modules = carried_modules(target);
-    for (const KernelSource* variant : variants)
-      if (target.carries(variant->family)) modules.push_back(variant);
-    for (const KernelSource* source : modules)
-      if (seen.insert(source->module).second) jobs.push_back(PackJob{source, target, {}});
-  }
+  for (const auto& [source, target] : work) jobs.push_back(PackJob{source, target, {}});
 
   const Compiler compiler;
-  const ModuleProvider provider =
-      make_module_provider(process_disk_cache(), compiler, process_cache_path().layers);
-  std::vector<WorkItem> work;
-  for (const auto& job : jobs) work.emplace_back(job.source, job.target);
-  const ProvidedWork done =
-      provide_all(work, provider, args.jobs, "kiln pack", !args.json, [&](std::size_t i, ProvidedModule& provided) {
+  const auto& layers = process_cache_path().layers;
+  const ModuleProvider provider = make_module_provider(process_disk_cache(), compiler, layers);
+  const ProvidedWork done = provide_all(
+      work, provider, compiler, layers, args.jobs, "kiln pack", !args.json, [&](std::size_t i, ProvidedModule& provided) {
         PackJob& job = jobs[i];
         CompiledModule module = std::move(provided.module);
         // Why no time: the same inputs must give the same bundle bytes.
@@ -197,16 +219,25 @@ void verify(const PackArgs& args) {
   const std::optional<bundle::SigningKey> key = bundle::signing_key_from_env();
   const bundle::BundleFile file(args.verify, key ? &*key : nullptr, false);
   std::vector<std::string> problems = file.usable() ? file.verify_entries() : std::vector<std::string>{file.error()};
+  // Why a failure: "signed" is a claim nobody checked; a deployment that relies on signatures must
+  // not read "OK" for a bundle whose signature could be anything.
+  const bool unchecked = file.usable() && file.index().signature == bundle::SignatureState::not_checked;
+  if (unchecked && !args.allow_unverified)
+    problems.push_back(std::string("marked signed, but not verified: no key to check the signature with (set ") +
+                       fleet_key_variable + " to the fleet key, or pass --allow-unverified to accept it unchecked)");
   const bool ok = problems.empty();
   if (args.json) {
     nlohmann::json out = layer_json(file.report());
     out["ok"] = ok;
+    out["signature_verified"] = file.usable() && file.index().signature == bundle::SignatureState::verified;
     out["problems"] = problems;
     std::printf("%s\n", out.dump(2).c_str());
   } else if (ok) {
     const LayerReport report = file.report();
     std::printf("bundle %s: OK, %llu entries verified (checksum, index, every entry), %s\n", args.verify.c_str(),
-                static_cast<unsigned long long>(report.entries), report.signature.c_str());
+                static_cast<unsigned long long>(report.entries),
+                unchecked ? "signed, signature not checked (no KILN_REMOTE_CACHE_KEY_FILE; --allow-unverified)"
+                          : report.signature.c_str());
   } else {
     std::fprintf(stderr, "kiln pack --verify: bundle '%s' is bad:\n", args.verify.c_str());
     for (const auto& problem : problems) std::fprintf(stderr, "  %s\n", problem.c_str());
@@ -221,14 +252,21 @@ void add_pack_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("pack", "Write every module for the given targets into one bundle file; --list, --verify");
   auto* arch = cmd->add_option("--arch", args->arch, "Targets, comma-separated: sm_90a,sm_100a,... (or auto, all)");
   cmd->add_option("--variants", args->variants, "Also pack the variants this manifest lists (as kiln warm --variants)")
-      ->check(CLI::ExistingFile);
+      ->check(existing_file("a variant manifest file"));
   auto* out = cmd->add_option("-o,--out", args->out, "The bundle file to write (replaced atomically)");
-  auto* list_opt = cmd->add_option("--list", args->list, "Show what the bundle FILE holds")->check(CLI::ExistingFile);
-  auto* verify_opt = cmd->add_option("--verify", args->verify, "Check the bundle FILE: checksum, signature, every entry")
-                         ->check(CLI::ExistingFile);
+  auto* list_opt =
+      cmd->add_option("--list", args->list, "Show what the bundle FILE holds")->check(existing_file("a bundle file", true));
+  auto* verify_opt = cmd->add_option("--verify", args->verify,
+                                     "Check the bundle FILE: header, checksum, signature, every entry; exit status 1 "
+                                     "for a signed bundle without a key to check it, unless --allow-unverified")
+                         ->check(existing_file("a bundle file", true));
   cmd->add_option("--jobs", args->jobs, "Compiles at once, in separate processes (default: the CPU count)")
       ->transform(integer_in(1, 256));
+  auto* allow = cmd->add_flag("--allow-unverified", args->allow_unverified,
+                              "With --verify: accept a signed bundle whose signature cannot be checked (no "
+                              "KILN_REMOTE_CACHE_KEY_FILE) instead of exit status 1");
   cmd->add_flag("--json", args->json, "Print JSON");
+  allow->needs(verify_opt);
   list_opt->excludes(verify_opt)->excludes(arch)->excludes(out);
   verify_opt->excludes(arch)->excludes(out);
   cmd->callback([args, arch, out, list_opt, verify_opt] {

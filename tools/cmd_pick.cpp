@@ -32,12 +32,25 @@ struct PickArgs {
   bool json = false;
 };
 
-// The family variant `text` names (either spelling of `kiln warm`'s manifests).
+// The family variant `text` names (either spelling of `kiln warm`'s manifests); a usage error
+// otherwise, as every bad option value is.
 ops::QuantVariant quant_variant_named(const std::string& text) {
-  const std::string name = parse_variant(text).name();
+  const std::string name = variant_from_option("--variant", text).name();
   for (const ops::QuantVariant& variant : ops::every_quant_variant())
     if (variant.module_name() == name) return variant;
-  throw_error("variant " + name + " is not a variant of the quantizer family");
+  throw CLI::ValidationError("--variant", "expected a variant of the quantizer family (`kiln list --variants`), got '" +
+                                              text + "' (" + name + ")");
+}
+
+/// `--k` against the kernel that will run: a multiple of the variant's group (32, 64 or 128), or of
+/// 128 for the seed's kernels. Why here and not in --k's own check: the group is known only once
+/// --variant is read.
+void check_k(std::uint32_t k, std::uint32_t group, const std::string& whose) {
+  const std::uint64_t largest = (std::uint64_t{UINT32_MAX} / group) * group;
+  if (k == 0 || k % group != 0)
+    throw CLI::ValidationError("--k", "expected a multiple of " + std::to_string(group) + whose + " in " +
+                                          std::to_string(group) + ".." + std::to_string(largest) + ", got '" +
+                                          std::to_string(k) + "'");
 }
 
 void print_variant_pick(const PickArgs& args, const ops::QuantVariant& variant) {
@@ -56,6 +69,9 @@ void print_variant_pick(const PickArgs& args, const ops::QuantVariant& variant) 
   const std::uint64_t one_group_ctas = ops::GroupQuant::grid(variant, args.m, args.k, 1)[0];
   const std::uint64_t ceiling = std::uint64_t{ops::QUANT_ONE_GROUP_MAX_CTAS_PER_SM} * args.sm_count;
   std::string why(ops::to_string(chosen.reason));
+  // Why: the library's words name the variable, which did not decide when --one-group did.
+  if (chosen.reason == ops::QuantSlotReason::lever_off && args.one_group == "off")
+    why = "two groups per slot: chosen by the caller (--one-group off)";
   if (chosen.reason == ops::QuantSlotReason::small_grid || chosen.reason == ops::QuantSlotReason::large_grid)
     why += " (one-group grid " + std::to_string(one_group_ctas) + " CTAs, ceiling " + std::to_string(ceiling) +
            " = 64 x " + std::to_string(args.sm_count) + " SMs)";
@@ -80,8 +96,12 @@ void print_pick(const PickArgs& args) {
     const ops::QuantVariant variant = quant_variant_named(args.variant);
     // Why the seed's pick for its own variant: its calls run the seed kernels (the family kernel only
     // takes what they cannot: another eps, strided rows).
-    if (!variant.is_seed()) return print_variant_pick(args, variant);
+    if (!variant.is_seed()) {
+      check_k(args.k, variant.group, " (the group of " + variant.module_name() + ")");
+      return print_variant_pick(args, variant);
+    }
   }
+  check_k(args.k, ops::FP8_QUANT_GROUP, "");
   const bool requested = args.twin == "auto" ? ops::fp8_act_quant_hopper_enabled() : args.twin == "on";
   // Why placeholder handles: `pick` explains the rule without a GPU; 1 and 2 stand for "loaded".
   const ops::Fp8ActQuant quant(KernelHandle{1}, args.no_twin_kernel ? KernelHandle{} : KernelHandle{2}, args.sm_count);
@@ -126,22 +146,25 @@ void print_pick(const PickArgs& args) {
 void add_pick_command(CLI::App& app) {
   auto args = std::make_shared<PickArgs>();
   auto* cmd = app.add_subcommand("pick", "Explain which quantizer kernel an (M, K) launches and why");
-  // Why these bounds: a launch takes m <= 2^31-1 and k a multiple of 128 (0 for either is a no-op,
-  // with nothing to pick); a device has at least one SM.
+  // Why these bounds: a launch takes m <= 2^31-1 and k a multiple of the group, 128 for the seed's
+  // kernels (0 for either is a no-op, with nothing to pick); a device has at least one SM.
   cmd->add_option("--m", args->m, "Rows (tokens)")->required()->transform(integer_in(1, 2147483647));
-  cmd->add_option("--k", args->k, "Columns (hidden size); a multiple of 128")
+  // Why only digits and the u32 range here: the multiple --k must be depends on --variant's group,
+  // checked once both are read (check_k).
+  cmd->add_option("--k", args->k, "Columns (hidden size); a multiple of 128, or with --variant of its group")
       ->required()
-      ->transform(integer_in(ops::FP8_QUANT_GROUP, 4294967168u, ops::FP8_QUANT_GROUP));
+      ->transform(integer_in(0, UINT32_MAX).description("UINT, a multiple of 128 (with --variant, of its group)"));
   cmd->add_option("--sm-count", args->sm_count, "SM count of the device (default: 132, the H200)")
       ->transform(integer_in(1, 65535));
   cmd->add_option("--twin", args->twin, "Lever: on, off, or auto (KILN_FP8_ACT_QUANT_HOPPER)")
-      ->check(CLI::IsMember({"on", "off", "auto"}));
+      ->check(one_of({"on", "off", "auto"}));
   cmd->add_flag("--no-twin-kernel", args->no_twin_kernel, "Pretend the image lacks the Hopper twin");
-  cmd->add_option("--variant", args->variant,
+  auto* variant = cmd->add_option("--variant", args->variant,
                   "A quantizer family variant (`kiln list --variants`, or 'per_token_group_quant name=value ...'): "
                   "its pick instead of the seed's (the seed's own variant keeps the seed's)");
   cmd->add_option("--one-group", args->one_group, "With --variant, the lever: on, off, or auto (KILN_Q_ONE_GROUP)")
-      ->check(CLI::IsMember({"on", "off", "auto"}));
+      ->check(one_of({"on", "off", "auto"}))
+      ->needs(variant);
   cmd->add_flag("--json", args->json, "Print JSON");
   cmd->callback([args] { print_pick(*args); });
 }

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli_common.hpp"
 #include "commands.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
@@ -16,7 +17,7 @@ namespace {
 /// so a script tells "you called it wrong" (2) from "it failed" (1) without a table.
 int usage_error(const CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
   if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-  std::string message = e.what();
+  std::string message = kiln::cli::usage_message(e);
   // The command reached (`kiln`, `kiln cache`, ...) and the words that named it.
   const CLI::App* command = &app;
   std::vector<std::string> path;

@@ -45,10 +45,14 @@ struct RemoteCacheCounters {
   std::uint64_t lease_waits = 0;         ///< lookups that found another node's lease and waited
   std::uint64_t lease_takeovers = 0;     ///< leases taken after waiting: the holder died or failed
   std::uint64_t wait_timeouts = 0;       ///< waits that ran out (KILN_REMOTE_CACHE_WAIT_MS): compiled anyway
-  std::uint64_t signature_failures = 0;  ///< values without a valid signature (never loaded; deleted)
-  std::uint64_t corrupt = 0;             ///< values that failed the envelope, checksum, key or name check (deleted)
+  std::uint64_t signature_mismatch = 0;  ///< sound values whose signature does not verify under this node's key
+                                         ///< (another key, or unsigned): never loaded, left in Redis
+  std::uint64_t corrupt = 0;             ///< values malformed on their own (envelope, checksum, key or name;
+                                         ///< deleted) or of another entry format version (left)
+  std::uint64_t wrong_type = 0;          ///< kiln keys holding another Redis type (skipped, left alone)
   std::uint64_t timeouts = 0;            ///< commands or connects that ran past their timeout
-  std::uint64_t errors = 0;              ///< other failures: refused, lost connection, auth, garbage, server errors
+  std::uint64_t errors = 0;              ///< other failures: refused, lost connection, auth, garbage, error replies
+  std::uint64_t oom = 0;                 ///< writes the server refused with OOM (maxmemory reached)
   std::uint64_t skipped = 0;             ///< commands not sent because the tier was resting after a failure
 };
 
@@ -97,10 +101,12 @@ void visit_remote(Counters& c, Visit& visit) {
   visit("lease_waits", c.lease_waits);
   visit("lease_takeovers", c.lease_takeovers);
   visit("wait_timeouts", c.wait_timeouts);
-  visit("signature_failures", c.signature_failures);
+  visit("signature_mismatch", c.signature_mismatch);
   visit("corrupt", c.corrupt);
+  visit("wrong_type", c.wrong_type);
   visit("timeouts", c.timeouts);
   visit("errors", c.errors);
+  visit("oom", c.oom);
   visit("skipped", c.skipped);
 }
 
@@ -108,7 +114,7 @@ void visit_remote(Counters& c, Visit& visit) {
 static_assert(sizeof(ModuleCacheCounters) == 6 * sizeof(std::uint64_t) + sizeof(double),
               "list a new ModuleCacheCounters field in visit_memory");
 static_assert(sizeof(DiskCacheCounters) == 10 * sizeof(std::uint64_t), "list a new DiskCacheCounters field in visit_disk");
-static_assert(sizeof(RemoteCacheCounters) == 13 * sizeof(std::uint64_t),
+static_assert(sizeof(RemoteCacheCounters) == 15 * sizeof(std::uint64_t),
               "list a new RemoteCacheCounters field in visit_remote");
 
 }  // namespace detail

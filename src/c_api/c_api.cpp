@@ -157,7 +157,7 @@ extern "C" kiln_status kiln_service_cache_stats(const kiln_service* service, kil
     stats.remote_lease_waits = tier.lease_waits;
     stats.remote_lease_takeovers = tier.lease_takeovers;
     stats.remote_wait_timeouts = tier.wait_timeouts;
-    stats.remote_signature_failures = tier.signature_failures;
+    stats.remote_signature_failures = tier.signature_mismatch;
     stats.remote_corrupt = tier.corrupt;
     stats.remote_timeouts = tier.timeouts;
     stats.remote_errors = tier.errors;

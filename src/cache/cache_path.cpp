@@ -75,7 +75,11 @@ const CachePath& process_cache_path() {
         key = bundle::signing_key_from_env();
       } catch (const Error& error) {
         key_error = error.what();
-        logger().warn("{}; no bundle is used", key_error);
+        // Why the check: the remote tier reads the same key file, and the reason is printed once.
+        if (warned_about(key_error))
+          logger().debug("{}; no bundle is used", key_error);
+        else
+          logger().warn("{}; no bundle is used", key_error);
       }
     }
     return make_cache_path(spec.value_or(""), DiskCacheConfig::from_env(), key ? &*key : nullptr, key_error,

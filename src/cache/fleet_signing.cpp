@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -28,7 +29,16 @@ const unsigned char* bytes_of(std::string_view text) { return reinterpret_cast<c
 
 }  // namespace
 
+std::optional<std::string> fleet_key_setting() {
+  const char* value = std::getenv(fleet_key_variable);
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
 std::string read_fleet_key_file(const std::string& path) {
+  if (path.empty())
+    throw_error(std::string(fleet_key_variable) +
+                " is set but empty: name the signing key file, or unset the variable for unsigned entries");
   const std::string what = "signing key file '" + path + "' (" + fleet_key_variable + ")";
   // Why O_NOFOLLOW and O_NONBLOCK: the checks below are on what was opened, not on a link's target,
   // and a FIFO planted at the path must not hang the open; fstat then refuses it.

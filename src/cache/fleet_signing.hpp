@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -14,9 +15,14 @@ namespace kiln {
 
 inline constexpr const char* fleet_key_variable = "KILN_REMOTE_CACHE_KEY_FILE";
 
+/// KILN_REMOTE_CACHE_KEY_FILE as set, an empty value included (read_fleet_key_file refuses it);
+/// nothing when unset.
+std::optional<std::string> fleet_key_setting();
+
 /// The fleet's secret in `path`: a regular file owned by this effective user, mode 0600 or 0400 (no
 /// group or other bits), 16 bytes to 1 MiB (one trailing newline is not part of the key). Throws
-/// kiln::Error naming the file, the variable and what is wrong.
+/// kiln::Error naming the file, the variable and what is wrong (an empty `path`: the variable is
+/// set but empty).
 std::string read_fleet_key_file(const std::string& path);
 
 using Hmac = std::array<std::uint8_t, 32>;

@@ -69,6 +69,13 @@ struct Reader {
 
 BundleDecode refused(std::string why) { return {std::nullopt, std::move(why)}; }
 
+std::string hex32(std::uint32_t value) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out(8, '0');
+  for (int i = 7; i >= 0; --i, value >>= 4) out[static_cast<std::size_t>(i)] = digits[value & 15];
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> encode_bundle(std::vector<PackedEntry> entries, std::string_view nvrtc_build,
@@ -118,6 +125,11 @@ BundleDecode decode_bundle(const std::uint8_t* data, std::size_t size, const Sig
     return refused("bundle version " + std::to_string(version) + ", this kiln reads version " +
                    std::to_string(bundle_version));
   const auto flags = header.uint(4);
+  // Why every header byte is checked: the checksum and signature cover only [72, end), so a flag
+  // or signature byte nobody reads could be changed unnoticed.
+  if ((flags & ~std::uint64_t{flag_signed}) != 0)
+    return refused("unknown flags 0x" + hex32(static_cast<std::uint32_t>(flags)) +
+                   " (this kiln knows only bit 0, signed): written by another kiln, or changed");
   const auto recorded = header.uint(8);
   if (recorded > size)
     return refused("truncated: " + std::to_string(size) + " bytes, the header says " + std::to_string(recorded));
@@ -133,6 +145,12 @@ BundleDecode decode_bundle(const std::uint8_t* data, std::size_t size, const Sig
   BundleIndex index;
   Signature stored{};
   std::memcpy(stored.data(), data + signature_at, stored.size());
+  const bool zero_signature = std::all_of(stored.begin(), stored.end(), [](std::uint8_t b) { return b == 0; });
+  if ((flags & flag_signed) == 0 && !zero_signature)
+    return refused("unsigned, but its signature field is not all zeros: changed after it was written");
+  // Why: an HMAC-SHA256 of all zeros does not occur; a signed flag over a zero field is a flipped bit.
+  if ((flags & flag_signed) != 0 && zero_signature)
+    return refused("marked signed, but its signature field is all zeros: changed after it was written");
   if (key != nullptr) {
     if ((flags & flag_signed) == 0)
       return refused("unsigned, and a signing key is configured (" + key->file + "): only signed bundles are used");

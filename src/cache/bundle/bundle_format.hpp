@@ -8,10 +8,12 @@
 /// | ------ | ----- | ------------------------------------------------------------------------ |
 /// | 0      | 8     | magic `KILNPACK`                                                         |
 /// | 8      | 4     | u32 bundle version (1)                                                   |
-/// | 12     | 4     | u32 flags: bit 0 = signed                                                |
+/// | 12     | 4     | u32 flags: bit 0 = signed; any other bit set is refused                  |
 /// | 16     | 8     | u64 file size                                                            |
 /// | 24     | 16    | checksum: XXH3-128 (canonical) of bytes [72, end of file)                |
 /// | 40     | 32    | HMAC-SHA256 of bytes [72, end) with the fleet key; zeros when unsigned   |
+/// |        |       | (checked both ways: unsigned with a non-zero field, or signed with a zero |
+/// |        |       | one, is refused)                                                         |
 /// | 72     | 4     | u32 cache format version of the keys and entries (cache_format_version)  |
 /// | 76     | 4     | u32 entry count N                                                        |
 /// | 80     | 4     | u32 length B of the NVRTC build, then B bytes (nvrtc_build())            |
@@ -76,10 +78,12 @@ struct BundleDecode {
   std::string error;                 ///< why refused: truncated, checksum, signature, layout, ...
 };
 
-/// Checks the whole file: magic, version, recorded size == `size` (else truncated or trailing
-/// bytes), checksum, then the signature: with `key`, an unsigned bundle or a wrong signature is
-/// refused; without one, a signature is not checked. Then the index: every record inside the file,
-/// entries back to back up to the end. Never reads outside [data, data + size).
+/// Checks the whole file, every header byte included: magic, version, flags (unknown bits refused),
+/// recorded size == `size` (else truncated or trailing bytes), checksum, the signature field's
+/// agreement with the signed flag, then the signature: with `key`, an unsigned bundle or a wrong
+/// signature is refused; without one, a signature is not checked (SignatureState::not_checked).
+/// Then the index: every record inside the file, entries back to back up to the end. Never reads
+/// outside [data, data + size).
 BundleDecode decode_bundle(const std::uint8_t* data, std::size_t size, const SigningKey* key);
 
 }  // namespace kiln::bundle

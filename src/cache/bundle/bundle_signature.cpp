@@ -2,7 +2,7 @@
 
 #include <string_view>
 
-#include "base/env.hpp"
+#include "cache/fleet_signing.hpp"
 
 namespace kiln::bundle {
 
@@ -22,7 +22,9 @@ SigningKey read_signing_key(const std::string& path) {
 }
 
 std::optional<SigningKey> signing_key_from_env() {
-  const auto path = env_value(fleet_key_variable);
+  // Why not env_value: a set but empty variable is a bad setting (read_fleet_key_file says so), not
+  // "no key": treating it as unset would turn signature checks off silently.
+  const auto path = fleet_key_setting();
   if (!path) return std::nullopt;
   return read_signing_key(*path);
 }

@@ -49,7 +49,8 @@ struct DiskCacheConfig {
   /// Written into entry headers for people ("13.0"); not part of any check (the key covers it).
   std::optional<Version> nvrtc;
 
-  /// From the environment: `KILN_CACHE=0` disables; the folder is `KILN_CACHE_DIR`, else
+  /// From the environment: `KILN_CACHE=0` disables; the folder is `KILN_CACHE_DIR` (a relative one
+  /// is made absolute against the working directory now, or disables the cache if that is unknown), else
   /// `$XDG_CACHE_HOME/kiln` (if absolute), else `$HOME/.cache/kiln`, else the passwd home's;
   /// `KILN_CACHE_MAX_BYTES` (parse_size syntax, > 0) bounds the size. A bad value warns once and
   /// gives the default.

@@ -39,6 +39,8 @@ RedisFault classify_context_error(const redisContext* context, int saved_errno, 
 }
 
 RedisFault classify_error_reply(std::string_view text) {
+  if (text.rfind("OOM", 0) == 0) return RedisFault::oom;
+  if (text.rfind("WRONGTYPE", 0) == 0) return RedisFault::wrong_type;
   if (text.rfind("NOAUTH", 0) == 0 || text.rfind("WRONGPASS", 0) == 0 || text.rfind("ERR invalid password", 0) == 0 ||
       text.find("AUTH") != std::string_view::npos)
     return RedisFault::auth;
@@ -92,6 +94,8 @@ std::string_view to_string(RedisFault fault) {
     case RedisFault::io: return "connection lost";
     case RedisFault::protocol: return "garbled reply";
     case RedisFault::server_error: return "server error";
+    case RedisFault::oom: return "out of memory (maxmemory reached)";
+    case RedisFault::wrong_type: return "wrong type";
   }
   return "unknown";
 }
@@ -113,27 +117,34 @@ std::unique_ptr<RedisConnection> RedisConnection::open(const RemoteCacheConfig& 
     failure = {RedisFault::protocol, "cannot allocate a hiredis context"};
     return nullptr;
   }
+  const std::string where = endpoint.display();
+  const std::string connect_ms = std::to_string(config.connect_timeout.count()) + " ms";
   if (context->err != 0) {
-    failure = {classify_context_error(context, saved_errno, true),
-               "connect to " + endpoint.display() + ": " + context->errstr};
+    const RedisFault fault = classify_context_error(context, saved_errno, true);
+    failure = {fault, fault == RedisFault::timeout
+                          ? "connect to " + where + ": no connection within " + connect_ms +
+                                " (KILN_REMOTE_CACHE_CONNECT_TIMEOUT_MS)"
+                          : "connect to " + where + " (connect timeout " + connect_ms + "): " + context->errstr};
     redisFree(context);
     return nullptr;
   }
-  std::unique_ptr<RedisConnection> connection(new RedisConnection(context));
+  std::unique_ptr<RedisConnection> connection(new RedisConnection(context, where));
   // What is left of the deadline becomes the socket timeout of the next step; none left fails it,
   // because a zero SO_RCVTIMEO would mean no timeout at all.
   const auto time_left_for = [&](const std::string& step) {
     using std::chrono::milliseconds;
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      failure = {RedisFault::timeout, "the connect timeout of " + std::to_string(config.connect_timeout.count()) +
-                                          " ms ran out before " + step + " at " + endpoint.display()};
+      failure = {RedisFault::timeout, "the connect timeout of " + connect_ms + " (KILN_REMOTE_CACHE_CONNECT_TIMEOUT_MS)" +
+                                          " ran out before " + step + " at " + where};
       return false;
     }
     if (redisSetTimeout(context, to_timeval(left)) != REDIS_OK) {
-      failure = {RedisFault::io, "cannot set the socket timeout"};
+      failure = {RedisFault::io, "cannot set the socket timeout for " + where};
       return false;
     }
+    connection->timeout_ = left;
+    connection->timeout_source_ = "what was left of KILN_REMOTE_CACHE_CONNECT_TIMEOUT_MS";
     return true;
   };
   if (!endpoint.password.empty()) {
@@ -143,7 +154,6 @@ std::unique_ptr<RedisConnection> RedisConnection::open(const RemoteCacheConfig& 
     auth.push_back(endpoint.password);
     if (!connection->command(auth, failure)) {
       if (failure.fault == RedisFault::server_error) failure.fault = RedisFault::auth;
-      failure.message = "AUTH at " + endpoint.display() + ": " + failure.message;
       return nullptr;
     }
   }
@@ -151,14 +161,16 @@ std::unique_ptr<RedisConnection> RedisConnection::open(const RemoteCacheConfig& 
     const std::string db = std::to_string(endpoint.db);
     if (!time_left_for("SELECT " + db)) return nullptr;
     if (!connection->command({"SELECT", db}, failure)) {
-      failure.message = "SELECT " + db + " at " + endpoint.display() + ": " + failure.message;
+      failure.message = "SELECT " + db + ": " + failure.message;
       return nullptr;
     }
   }
   if (redisSetTimeout(context, to_timeval(config.command_timeout)) != REDIS_OK) {
-    failure = {RedisFault::io, "cannot set the socket timeout"};
+    failure = {RedisFault::io, "cannot set the socket timeout for " + where};
     return nullptr;
   }
+  connection->timeout_ = config.command_timeout;
+  connection->timeout_source_ = "KILN_REMOTE_CACHE_TIMEOUT_MS";
   return connection;
 }
 
@@ -180,14 +192,20 @@ ReplyPtr RedisConnection::command(const std::vector<std::string_view>& args, Red
         redisCommandArgv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data())));
     saved_errno = errno;
   }
+  // Why only the command's name: the arguments are keys, values and AUTH's password.
+  const std::string what = std::string(args.front()) + " at " + where_;
   if (!reply) {
     broken_ = true;
-    failure = {classify_context_error(context_, saved_errno, false), std::string(args.front()) + ": " + context_->errstr};
+    const RedisFault fault = classify_context_error(context_, saved_errno, false);
+    failure = {fault, fault == RedisFault::timeout
+                          ? what + ": no reply within " + std::to_string(timeout_.count()) + " ms (" +
+                                timeout_source_ + ")"
+                          : what + ": " + context_->errstr};
     return nullptr;
   }
   if (reply->type == REDIS_REPLY_ERROR) {
     const std::string_view text(reply->str, reply->len);
-    failure = {classify_error_reply(text), std::string(args.front()) + ": " + std::string(text)};
+    failure = {classify_error_reply(text), what + ": " + std::string(text)};
     return nullptr;
   }
   return reply;

@@ -4,6 +4,7 @@
 // SO_SNDTIMEO), so they bound each read or write, not a whole reply: a server that trickles its
 // reply is not cut off. Not thread-safe: one thread at a time (the RemoteCache keeps a pool). Internal.
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -24,7 +25,9 @@ enum class RedisFault {
   auth,          ///< AUTH refused, or the server wants a password we do not have
   io,            ///< the connection broke mid-command (server killed, network)
   protocol,      ///< a reply hiredis cannot parse, or of a type the command never returns (garbage)
-  server_error,  ///< the server answered with an error (OOM under maxmemory, READONLY, ...)
+  server_error,  ///< the server answered with an error (READONLY, a disabled command, ...)
+  oom,           ///< the server refused a write with OOM: maxmemory reached under noeviction
+  wrong_type,    ///< WRONGTYPE: the key holds another Redis type (a stray key, not kiln's)
 };
 std::string_view to_string(RedisFault fault);
 
@@ -47,14 +50,19 @@ class RedisConnection {
   RedisConnection& operator=(const RedisConnection&) = delete;
 
   /// Sends one command (binary-safe arguments) and returns its reply; an error reply is a
-  /// server_error (auth for NOAUTH/WRONGPASS). On failure returns nullptr and fills `failure`;
-  /// after a timeout, io or protocol failure the connection is broken() and must be dropped.
+  /// server_error (auth for NOAUTH/WRONGPASS, oom for OOM, wrong_type for WRONGTYPE). On failure
+  /// returns nullptr and fills `failure`, whose message names the command, the server and, for a
+  /// timeout, the timeout (never an argument: AUTH's is the password); after a timeout, io or
+  /// protocol failure the connection is broken() and must be dropped.
   ReplyPtr command(const std::vector<std::string_view>& args, RedisFailure& failure);
   bool broken() const noexcept { return broken_; }
 
  private:
-  explicit RedisConnection(redisContext* context) : context_(context) {}
+  RedisConnection(redisContext* context, std::string where) : context_(context), where_(std::move(where)) {}
   redisContext* context_;
+  std::string where_;                     ///< the endpoint's display(), for messages
+  std::chrono::milliseconds timeout_{0};  ///< the socket timeout now set, for messages
+  const char* timeout_source_ = "";       ///< the setting it comes from, for messages
   bool broken_ = false;
 };
 

@@ -12,10 +12,13 @@ namespace kiln {
 
 namespace {
 
-constexpr std::string_view url_form = "redis://[user:password@]host[:port][/db] or unix:///path/to/redis.sock";
+constexpr std::string_view url_form =
+    "redis://[user:password@]host[:port][/db] (IPv6: redis://[::1]:6379) or unix:///path/to/redis.sock";
 
+// Why redact_url: the URL may carry the password, and this message reaches logs, `kiln info` and
+// its JSON (SECURITY.md: no secret is ever printed).
 [[noreturn]] void bad_url(std::string_view url, const std::string& why) {
-  throw_invalid_argument("KILN_REMOTE_CACHE", std::string(url_form), "'" + std::string(url) + "' (" + why + ")");
+  throw_invalid_argument("KILN_REMOTE_CACHE", std::string(url_form), "'" + redact_url(url) + "' (" + why + ")");
 }
 
 std::optional<long> parse_int(std::string_view text, long low, long high) {
@@ -66,7 +69,19 @@ std::string RedisEndpoint::display() const {
   if (!socket_path.empty()) return "unix://" + socket_path;
   std::string out = "redis://";
   if (!user.empty() || !password.empty()) out += (user.empty() ? "" : user) + (password.empty() ? "@" : ":***@");
-  return out + host + ":" + std::to_string(port) + (db != 0 ? "/" + std::to_string(db) : "");
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return out + (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port) +
+         (db != 0 ? "/" + std::to_string(db) : "");
+}
+
+std::string redact_url(std::string_view url) {
+  const auto scheme_end = url.find("://");
+  const std::size_t start = scheme_end == std::string_view::npos ? 0 : scheme_end + 3;
+  const auto at = url.rfind('@');
+  if (at == std::string_view::npos || at < start) return std::string(url);
+  const auto colon = url.substr(start, at - start).find(':');
+  const std::size_t secret_start = colon == std::string_view::npos ? start : start + colon + 1;
+  return std::string(url.substr(0, secret_start)) + "***" + std::string(url.substr(at));
 }
 
 RedisEndpoint parse_redis_url(std::string_view url) {
@@ -97,13 +112,29 @@ RedisEndpoint parse_redis_url(std::string_view url) {
     endpoint.db = static_cast<int>(*db);
     rest = rest.substr(0, slash);
   }
-  if (const auto colon = rest.rfind(':'); colon != std::string_view::npos) {
-    const auto port = parse_int(rest.substr(colon + 1), 1, 65535);
+  auto read_port = [&](std::string_view text) {
+    const auto port = parse_int(text, 1, 65535);
     if (!port) bad_url(url, "the port must be a number in 1..65535");
     endpoint.port = static_cast<int>(*port);
-    rest = rest.substr(0, colon);
+  };
+  if (!rest.empty() && rest.front() == '[') {
+    const auto close = rest.find(']');
+    if (close == std::string_view::npos) bad_url(url, "an IPv6 address needs its closing ']'");
+    const std::string_view after = rest.substr(close + 1);
+    rest = rest.substr(1, close - 1);
+    if (!after.empty()) {
+      if (after.front() != ':') bad_url(url, "only ':port' may follow the ']' of an IPv6 address");
+      read_port(after.substr(1));
+    }
+  } else {
+    if (rest.find(':') != rest.rfind(':')) bad_url(url, "an IPv6 address goes in brackets: redis://[::1]:6379");
+    if (const auto colon = rest.rfind(':'); colon != std::string_view::npos) {
+      read_port(rest.substr(colon + 1));
+      rest = rest.substr(0, colon);
+    }
   }
   if (rest.empty()) bad_url(url, "no host");
+  if (rest.find_first_of("[]") != std::string_view::npos) bad_url(url, "'[' or ']' outside an IPv6 address");
   endpoint.host = std::string(rest);
   return endpoint;
 }
@@ -117,10 +148,19 @@ RemoteCacheConfig RemoteCacheConfig::from_env() {
   config.retry = ms_from_env("KILN_REMOTE_CACHE_RETRY_MS", config.retry);
   const auto url = env_value("KILN_REMOTE_CACHE");
   if (!url) return config;
+  config.requested = true;
   try {
-    if (const auto key_file = env_value(fleet_key_variable)) config.secret = read_fleet_key_file(*key_file);
-    config.endpoint = parse_redis_url(*url);
+    RedisEndpoint endpoint = parse_redis_url(*url);
+    // Why fleet_key_setting and not env_value: a variable set but empty must be an error (the
+    // operator asked for signing and named no file), not "unsigned entries".
+    if (const auto key_file = fleet_key_setting()) {
+      config.secret = read_fleet_key_file(*key_file);
+      config.key_file = *key_file;
+    }
+    config.endpoint = std::move(endpoint);
   } catch (const std::exception& e) {
+    config.secret.clear();
+    config.key_file.clear();
     config.disabled_reason = e.what();
   }
   return config;
