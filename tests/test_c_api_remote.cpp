@@ -3,36 +3,17 @@
 // port, so a lookup counts one error without any server.
 #include <catch2/catch.hpp>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "cache/cache_key.hpp"
 #include "cache/remote/remote_cache.hpp"
+#include "closed_port.hpp"
 #include "kiln/kiln.h"
 
-namespace {
-
-int closed_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0);
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  ::close(fd);  // nothing listens there now
-  return ntohs(address.sin_port);
-}
-
-}  // namespace
-
 TEST_CASE("C ABI: kiln_cache_stats v2 carries the remote tier's state and counters") {
-  const std::string url = "redis://127.0.0.1:" + std::to_string(closed_port());
+  const std::string url = "redis://127.0.0.1:" + std::to_string(kiln::test::closed_loopback_port());
   ::setenv("KILN_REMOTE_CACHE", url.c_str(), 1);
   ::setenv("KILN_CACHE", "0", 1);
   const auto remote = kiln::process_remote_cache();

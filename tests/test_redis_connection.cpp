@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cache/remote/redis_connection.hpp"
+#include "closed_port.hpp"
 
 using namespace kiln;
 using namespace std::chrono_literals;
@@ -147,15 +148,7 @@ TEST_CASE("a command timeout names the server, the command and the timeout") {
 }
 
 TEST_CASE("a refused connect names the server and the connect timeout") {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0);
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  ::close(fd);  // nothing listens there now
-  const std::string where = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  const std::string where = "127.0.0.1:" + std::to_string(test::closed_loopback_port());
   RemoteCacheConfig config;
   config.endpoint = parse_redis_url("redis://" + where);
   config.connect_timeout = 250ms;
