@@ -29,8 +29,6 @@ def problems(root):
         found.append(f'README.md has {lines} lines; at most 200')
     for date in re.findall(r'20\d\d-[01]\d-[0-3]\d', readme):
         found.append(f'README.md names a date: {date}')
-    if 'bench/results' in readme:
-        found.append('README.md cites bench/results')
     shown = set()
     for language, body in fenced_blocks(readme):
         if language in LANGUAGES:
