@@ -66,13 +66,15 @@ class StderrSink final : public spdlog::sinks::stderr_color_sink_mt {
   }
 };
 
-/// A child's sink: one escaped line per message on the parent's pipe.
+/// A child's sink: one escaped line per message on the parent's pipe. It records its warnings as
+/// the stderr sink does, so warned_about() answers in a child too.
 class ParentSink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
   explicit ParentSink(std::FILE* out) : out_(out) {}
 
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
+    if (msg.level >= spdlog::level::warn) printed().add({msg.payload.data(), msg.payload.size()}, false);
     std::string line = "log ";
     const auto level = spdlog::level::to_string_view(msg.level);
     line.append(level.data(), level.size());
