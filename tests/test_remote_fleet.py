@@ -273,6 +273,40 @@ def test_jit_off_fetches(kiln, tmp):
               'KILN_JIT=off: a module Redis lacks fails, and the reason lists Redis among what was searched', err[:600])
 
 
+def test_pull_variants(kiln, tmp):
+    """cache pull --variants: the manifest's variants too, a duplicate line once, a bad manifest refused
+    before anything is fetched."""
+    manifest = tmp / 'variants.txt'
+    manifest.write_text('per_token_group_quant in=fp16 group=64 out=int8\n'
+                        'per_token_group_quant-fp16-g64-int8-row\n')
+    modules = module_count(kiln, 'sm_90a')
+    with redis_server() as server:
+        source = node_env(tmp / 'variants-source', KILN_REMOTE_CACHE=server.url)
+        warmed = subprocess.run([kiln, 'warm', '--arch', 'sm_90a', '--variants', str(manifest), '--json'], env=source,
+                                capture_output=True, text=True, timeout=240)
+        check(warmed.returncode == 0 and len(server.entries()) == modules + 1,
+              'pull --variants: a node warms the modules and the one variant into Redis',
+              f'{len(server.entries())} entries; {warmed.stderr[-300:]}')
+        target = node_env(tmp / 'variants-target', KILN_REMOTE_CACHE=server.url)
+        plain = subprocess.run([kiln, 'cache', 'pull', '--arch', 'sm_90a', '--json'], env=target,
+                               capture_output=True, text=True, timeout=60)
+        check(plain.returncode == 0 and json.loads(plain.stdout)['pulled'] == modules,
+              'pull without --variants: the embedded modules only', plain.stdout + plain.stderr)
+        done = subprocess.run([kiln, 'cache', 'pull', '--arch', 'sm_90a', '--variants', str(manifest), '--json'],
+                              env=target, capture_output=True, text=True, timeout=60)
+        pulled = json.loads(done.stdout) if done.stdout else {}
+        check(done.returncode == 0 and pulled.get('pulled') == 1 and pulled.get('present') == modules,
+              'pull --variants: the variant is pulled once, the modules already there', done.stdout + done.stderr)
+        good, bad = verify(kiln, target)
+        check(good == modules + 1 and not bad, 'pull --variants: the variant verifies on disk', f'{good} {bad}')
+        bad_manifest = tmp / 'bad-variants.txt'
+        bad_manifest.write_text('per_token_group_quant in=bf16 in=fp16\n')
+        refused = subprocess.run([kiln, 'cache', 'pull', '--variants', str(bad_manifest)], env=target,
+                                 capture_output=True, text=True, timeout=60)
+        check(refused.returncode == 2 and '--variants' in refused.stderr and 'given twice' in refused.stderr,
+              'pull --variants: a bad manifest is a usage error naming the option', refused.stderr)
+
+
 def main():
     kiln = sys.argv[1]
     modules = module_count(kiln, ARCH)
@@ -284,6 +318,7 @@ def main():
         test_push_skipped_and_unreadable(kiln, tmp)
         test_stats_counts_each_key_once(kiln, tmp)
         test_jit_off_fetches(kiln, tmp)
+        test_pull_variants(kiln, tmp)
     return exit_status()
 
 
