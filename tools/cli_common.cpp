@@ -73,9 +73,6 @@ CLI::Validator existing_file(const std::string& what, bool regular) {
   return CLI::Validator(check, "FILE", "existing_file");
 }
 
-namespace {
-
-/// The whole of the file `path`, every read checked; a usage error of `option` when it cannot be read.
 std::string read_whole_file(const std::string& path, const std::string& option, const std::string& what) {
   const auto refuse = [&](const std::string& why) {
     throw CLI::ValidationError(option, "cannot read " + what + " '" + path + "': " + why);
@@ -104,8 +101,6 @@ std::string read_whole_file(const std::string& path, const std::string& option, 
   ::close(fd);
   return text;
 }
-
-}  // namespace
 
 std::vector<const KernelSource*> variant_manifest_sources(const std::string& path, const std::string& option) {
   const std::string text = read_whole_file(path, option, "the variant manifest");

@@ -120,6 +120,10 @@ nlohmann::json counters_json(const ServiceCounters& counters);
 /// The remote tier's counters (the `remote` object of counters_json).
 nlohmann::json remote_counters_json(const RemoteCacheCounters& remote);
 
+/// The whole of the file `path`, every read checked: a usage error of `option` naming `what`, the
+/// path and the reason when it cannot be read or is a folder.
+std::string read_whole_file(const std::string& path, const std::string& option, const std::string& what);
+
 /// The modules of a variant manifest's variants (jit/variants.hpp: one per line, a canonical name or
 /// `family name=value ...`, `#` starts a comment), for `warm --variants`, `pack --variants` and
 /// `cache pull --variants`; a variant listed twice (in either spelling) comes once, in the order of

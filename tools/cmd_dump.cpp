@@ -60,35 +60,8 @@ struct LoadedSource {
 /// (exit 2), named as `--source`: an ifstream "opens" a folder and reads nothing, which used to
 /// compile an empty module and exit 0.
 std::unique_ptr<LoadedSource> load_source_file(const std::string& path, const std::string& family) {
-  const auto refuse = [&](const std::string& why) {
-    throw CLI::ValidationError("--source", "cannot read '" + path + "': " + why + " (expected a .cu file)");
-  };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) refuse(std::strerror(errno));
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) {
-    const int error = errno;
-    ::close(fd);
-    refuse(std::strerror(error));
-  }
-  if (S_ISDIR(info.st_mode)) {
-    ::close(fd);
-    refuse("it is a folder");
-  }
   auto loaded = std::make_unique<LoadedSource>();
-  char buffer[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int error = errno;
-      ::close(fd);
-      refuse(std::strerror(error));
-    }
-    if (n == 0) break;
-    loaded->text.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
+  loaded->text = read_whole_file(path, "--source", "a .cu file");
   loaded->source.module = std::filesystem::path(path).stem().string();
   loaded->source.family = family;
   loaded->source.text = loaded->text;
