@@ -30,29 +30,38 @@ constexpr float RECIPROCAL_MIN_SCALE = 0x1p-64f;
 
 static_assert(ABSMAX_EPS / E4M3_MAX >= RECIPROCAL_MIN_SCALE, "group_divisor skips the floor test");
 
-// Rounds v / 2^s to nearest, ties to even. Needs 1 <= s <= 24 and v + 2^(s-1) < 2^32 (no wrap).
-KILN_FP8_FN unsigned rne_shift_right(unsigned v, unsigned s) {
-  return (v + ((1u << (s - 1)) - 1u) + ((v >> s) & 1u)) >> s;
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+KILN_FP8_FN float float_of_bits(unsigned u) { return __uint_as_float(u); }
+KILN_FP8_FN unsigned bits_of_float(float f) { return __float_as_uint(f); }
+KILN_FP8_FN float add_rn(float a, float b) { return __fadd_rn(a, b); }
+#else
+KILN_FP8_FN float float_of_bits(unsigned u) { return __builtin_bit_cast(float, u); }
+KILN_FP8_FN unsigned bits_of_float(float f) { return __builtin_bit_cast(unsigned, f); }
+KILN_FP8_FN float add_rn(float a, float b) { return a + b; }
+#endif
+
+// e4m3 of the float with bits `u`, not NaN, round to nearest even, saturating at 448 (infinity
+// included). One float addition rounds: |x| plus 2^(e + 20), e the exponent of |x| (at least -6,
+// where e4m3 turns subnormal), keeps exactly e4m3's 3 fraction bits (2^-9 steps below 2^-6), so the
+// sum's low bits minus the addend's are the rounded mantissa, a carry into the next binade included.
+// Why not integer rounding with a branch per range: without the sm_89 instruction this runs per
+// element, and the branches cost about twice the instructions.
+KILN_FP8_FN unsigned e4m3_from_non_nan_bits(unsigned u) {
+  constexpr unsigned SATURATED = 0x43e00000u;        // 448
+  constexpr unsigned SMALLEST_NORMAL = 0x3c800000u;  // 2^-6
+  const unsigned magnitude = u & 0x7fffffffu;
+  const unsigned a = magnitude < SATURATED ? magnitude : SATURATED;
+  const unsigned exponent = a & 0x7f800000u;
+  const unsigned binade = exponent > SMALLEST_NORMAL ? exponent : SMALLEST_NORMAL;
+  const unsigned addend = binade + (20u << 23);
+  const unsigned sum = bits_of_float(add_rn(float_of_bits(a), float_of_bits(addend)));
+  return ((u >> 24) & 0x80u) | (((binade - SMALLEST_NORMAL) >> 20) + (sum - addend));
 }
 
-// e4m3 of the float with bits `u`, round to nearest even, saturating: |x| >= 448 (infinity
-// included) gives 448, NaN gives 0x7F. The same result as `cvt.rn.satfinite.e4m3x2.f32` for every
-// non-NaN input.
+// e4m3 of the float with bits `u` (OCP E4M3FN), as `cvt.rn.satfinite.e4m3x2.f32` converts it: round
+// to nearest even, |x| >= 448 (infinity included) gives 448, NaN gives 0x7F.
 KILN_FP8_FN unsigned e4m3_from_bits(unsigned u) {
-  const unsigned sign = (u >> 24) & 0x80u;
-  const unsigned a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return 0x7fu;
-  // Why from 448 and not from the 448/480 midpoint: 480 is not a code (0x7F is NaN), so all saturates.
-  if (a >= 0x43e00000u) return sign | 0x7eu;
-  // Normal e4m3 (|x| >= 2^-6): rebias the exponent from 127 to 7 (subtract 120 << 23) and round
-  // the 23-bit mantissa to 3 bits; a rounding carry walks into the exponent, as it should.
-  if (a >= 0x3c800000u) return sign | rne_shift_right(a - 0x3c000000u, 20);
-  // Subnormal e4m3: a multiple of 2^-9. |x| * 2^9 = significand * 2^-(141 - exponent) for a normal
-  // float, significand * 2^-140 for a subnormal one; past a shift of 24 it is below 1/2.
-  const unsigned e = a >> 23;
-  const unsigned significand = e ? ((a & 0x7fffffu) | 0x800000u) : a;
-  const unsigned s = e ? 141u - e : 140u;
-  return s > 24u ? sign : sign | rne_shift_right(significand, s);
+  return (u & 0x7fffffffu) > 0x7f800000u ? 0x7fu : e4m3_from_non_nan_bits(u);
 }
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -63,6 +72,7 @@ KILN_FP8_FN float bf16_low(unsigned w) { return __uint_as_float(w << 16); }
 KILN_FP8_FN float bf16_high(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
 
 // Two e4m3 codes in one 16-bit value: `lo` in bits 0-7 (the lower address), `hi` in bits 8-15.
+// Neither may be NaN (callers clamp NaN to -448 first, or know the group has none).
 KILN_FP8_FN unsigned e4m3x2(float lo, float hi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   unsigned short pair;
@@ -70,7 +80,7 @@ KILN_FP8_FN unsigned e4m3x2(float lo, float hi) {
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(hi), "f"(lo));
   return pair;
 #else
-  return e4m3_from_bits(__float_as_uint(lo)) | (e4m3_from_bits(__float_as_uint(hi)) << 8);
+  return e4m3_from_non_nan_bits(__float_as_uint(lo)) | (e4m3_from_non_nan_bits(__float_as_uint(hi)) << 8);
 #endif
 }
 

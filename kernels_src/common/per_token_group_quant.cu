@@ -114,11 +114,10 @@ static_assert(TILE_GROUPS % 4 == 0, "a tile's groups fill whole words of the pac
 // column-major 1.6-2.2 points and two-lane int8 SiLU about one.
 constexpr bool STORE_FROM_TILE =
     KILN_Q_SILU && (KILN_Q_SCALES == 1 || KILN_Q_SCALES == 2) && !KILN_Q_TWO_LANE_SILU;
-// From sm_90 (where it was measured; older GPUs keep the clamp), a group without NaN skips the
-// NaN-to-lowest clamp of its codes: one instruction per element fewer, the same bytes, 2 points
-// of the copy ceiling without SiLU and 2-4 with it (H200; docs/performance.md, "Fewer instructions
-// per element").
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// From sm_80 (max.NaN finds a group's NaN), a group without NaN skips the NaN-to-lowest clamp of
+// its codes: one instruction per element fewer, the same bytes, 2 points of the copy ceiling
+// without SiLU and 2-4 with it (H200; docs/performance.md, "Fewer instructions per element").
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define KILN_Q_NAN_FREE_PATH 1
 #else
 #define KILN_Q_NAN_FREE_PATH 0
