@@ -6,10 +6,10 @@
 
 #include "cache/cache_path.hpp"
 #include "cache/disk/disk_cache.hpp"
-#include "cache/module_provider.hpp"
 #include "cache/remote/remote_cache.hpp"
-#include "driver/cuda_backend.hpp"
 #include "jit/compiler.hpp"
+#include "runtime/cuda_backend.hpp"
+#include "runtime/module_provider.hpp"
 
 namespace kiln {
 
@@ -87,8 +87,7 @@ ops::GroupQuant Service::group_quant(const ops::QuantVariant& variant) {
     if (found != parts.variants.end() && found->second.first == generation && found->second.second.variant() == variant)
       return found->second.second;
   }
-  const ops::GroupQuant fresh = ops::GroupQuant::resolve_with(
-      *parts.backend, variant, variant.is_seed() ? fp8_act_quant() : ops::Fp8ActQuant());
+  const ops::GroupQuant fresh = ops::GroupQuant::resolve(*parts.backend, variant);
   std::unique_lock lock(parts.variants_mutex);
   parts.variants[key] = {generation, fresh};
   return fresh;

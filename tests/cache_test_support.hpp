@@ -1,16 +1,26 @@
 #pragma once
-// Shared by the disk cache tests: a temporary folder, a warning counter on kiln's logger, and
-// sample modules and keys.
+// Shared by the disk cache tests: a temporary folder, a warning counter on kiln's logger, sample
+// modules and keys, a counting compile function, and file helpers.
+
+#include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <stdexcept>
+#include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include <spdlog/sinks/base_sink.h>
 
@@ -120,6 +130,47 @@ inline DiskCacheConfig config_for(const std::string& dir, std::uint64_t max_byte
   config.lock_timeout = lock_timeout;
   config.nvrtc = Version{13, 0};
   return config;
+}
+
+inline const std::string quant = "per_token_group_quant_fp8";
+
+/// A compile function that counts its calls.
+struct FakeCompiler {
+  std::atomic<int> calls{0};
+  std::function<CompiledModule()> make(const std::string& module, const Target& target) {
+    return [this, module, target] {
+      ++calls;
+      return module_for(module, target);
+    };
+  }
+};
+
+/// Whether anything (a symlink included, not followed) is at `path`.
+inline bool exists(const std::string& path) {
+  struct stat info {};
+  return ::lstat(path.c_str(), &info) == 0;
+}
+
+inline std::vector<std::uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+inline void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+/// Sets the access and modification times of `path` (not followed) to `seconds_ago`.
+inline void set_age(const std::string& path, std::time_t seconds_ago) {
+  const timespec when[2] = {{std::time(nullptr) - seconds_ago, 0}, {std::time(nullptr) - seconds_ago, 0}};
+  REQUIRE(::utimensat(AT_FDCWD, path.c_str(), when, AT_SYMLINK_NOFOLLOW) == 0);
+}
+
+inline std::size_t files_in(const std::string& dir) {
+  std::size_t count = 0;
+  for ([[maybe_unused]] const auto& item : std::filesystem::directory_iterator(dir)) ++count;
+  return count;
 }
 
 }  // namespace kiln::test

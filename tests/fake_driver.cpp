@@ -528,6 +528,7 @@ bool eventually(const std::function<bool()>& condition, double seconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (!condition()) {
     if (std::chrono::steady_clock::now() > deadline) return false;
+    // Why polling: used where the code under test has no hook to signal (ModuleCache's lock_waits).
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return true;

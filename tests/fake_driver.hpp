@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/module_cache.hpp"
+#include "runtime/module_cache.hpp"
 #include "driver/driver_api.hpp"
 
 namespace kiln::test {
@@ -109,7 +109,8 @@ class FakeProvider {
 };
 
 // Blocks until `condition` holds, re-checking every millisecond, at most `seconds`; returns whether
-// it held. For waiting on another thread without sleeping a guessed time.
+// it held. Only for a state the code under test gives no signal of (a counter); where the test
+// itself can signal, it uses a promise instead.
 bool eventually(const std::function<bool()>& condition, double seconds = 20);
 
 }  // namespace kiln::test

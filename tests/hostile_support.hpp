@@ -9,8 +9,8 @@
 
 #include "cache/cache_key.hpp"
 #include "cache/disk/disk_cache.hpp"
-#include "cache/module_provider.hpp"
-#include "driver/cuda_backend.hpp"
+#include "runtime/module_provider.hpp"
+#include "runtime/cuda_backend.hpp"
 #include "fake_driver.hpp"
 #include "jit/target_select.hpp"
 

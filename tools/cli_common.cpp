@@ -11,7 +11,7 @@
 #include <set>
 #include <thread>
 
-#include "cache/prefetch.hpp"
+#include "runtime/prefetch.hpp"
 #include "jit/nvrtc.hpp"
 #include "jit/variants.hpp"
 #include "kiln/error.hpp"

@@ -12,7 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "driver/cuda_backend.hpp"
+#include "runtime/cuda_backend.hpp"
 #include "jit/registry.hpp"
 #include "jit/target_select.hpp"
 #include "jit/variants.hpp"

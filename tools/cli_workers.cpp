@@ -15,7 +15,7 @@
 #include "base/log.hpp"
 #include "cache/cache_path.hpp"
 #include "cache/disk/disk_cache.hpp"
-#include "cache/module_provider.hpp"
+#include "runtime/module_provider.hpp"
 #include "cache/remote/remote_cache.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"

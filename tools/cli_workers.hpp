@@ -17,7 +17,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cache/cache_layer.hpp"
-#include "cache/module_provider.hpp"
+#include "runtime/module_provider.hpp"
 #include "cli_progress.hpp"
 #include "jit/compiler.hpp"
 #include "jit/registry.hpp"

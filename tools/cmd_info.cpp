@@ -7,14 +7,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/env.hpp"
+#include "base/config.hpp"
 #include "base/log.hpp"
 #include "cache/disk/disk_cache.hpp"
-#include "cache/module_provider.hpp"
+#include "runtime/module_provider.hpp"
 #include "cache/remote/remote_cache.hpp"
+#include "cache/remote/remote_config.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "driver/cuda_backend.hpp"
+#include "runtime/cuda_backend.hpp"
 #include "jit/compiler.hpp"
 #include "jit/nvrtc.hpp"
 #include "info_deploy.hpp"
@@ -56,10 +57,46 @@ ArchSetting arch_setting(const std::vector<int>& archs) {
     for (int arch : archs) supported += (supported.empty() ? "" : " ") + std::to_string(arch);
     std::string detail = e.what();
     if (detail.rfind("KILN_ARCH: ", 0) == 0) detail.erase(0, 11);
-    setting.error = "KILN_ARCH: invalid '" + env_value("KILN_ARCH").value_or("") +
+    setting.error = "KILN_ARCH: invalid '" + process_config().arch.value_or("") +
                     "' (expected sm_XY[a] or compute_XY[a] that NVRTC supports: " + supported + "): " + detail;
   }
   return setting;
+}
+
+/// Every setting of the configuration, keyed by its variable; null: unset. The remote URL is shown
+/// redacted (SECURITY.md: no secret is ever printed).
+nlohmann::json config_json(const Config& config) {
+  auto text = [](const std::optional<std::string>& value) {
+    return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+  };
+  return {
+      {"KILN_LOG_LEVEL", config.log_level},
+      {"KILN_JIT", config.jit},
+      {"KILN_ARCH", text(config.arch)},
+      {"KILN_LINEINFO", config.lineinfo},
+      {"KILN_DUMP_DIR", text(config.dump_dir)},
+      {"KILN_NVRTC_LIBRARY", text(config.nvrtc_library)},
+      {"KILN_CACHE", config.cache},
+      {"KILN_CACHE_DIR", text(config.cache_dir)},
+      {"KILN_CACHE_PATH", text(config.cache_path)},
+      {"KILN_CACHE_MAX_BYTES", config.cache_max_bytes},
+      {"KILN_REMOTE_CACHE", config.remote_cache ? nlohmann::json(redact_url(*config.remote_cache)) : nullptr},
+      {"KILN_REMOTE_CACHE_KEY_FILE", text(config.remote_cache_key_file)},
+      {"KILN_REMOTE_CACHE_CONNECT_TIMEOUT_MS", config.remote_cache_connect_timeout.count()},
+      {"KILN_REMOTE_CACHE_TIMEOUT_MS", config.remote_cache_timeout.count()},
+      {"KILN_REMOTE_CACHE_LEASE_MS", config.remote_cache_lease.count()},
+      {"KILN_REMOTE_CACHE_WAIT_MS", config.remote_cache_wait.count()},
+      {"KILN_REMOTE_CACHE_RETRY_MS", config.remote_cache_retry.count()},
+      {"KILN_FP8_ACT_QUANT_HOPPER", config.fp8_act_quant_hopper},
+      {"KILN_Q_ONE_GROUP", config.q_one_group},
+      {"KILN_PDL", config.pdl},
+      {"KILN_PREFETCH", config.prefetch},
+      {"HOME", text(config.home)},
+      {"XDG_CACHE_HOME", text(config.xdg_cache_home)},
+      {"LD_LIBRARY_PATH", text(config.ld_library_path)},
+      {"VIRTUAL_ENV", text(config.virtual_env)},
+      {"CONDA_PREFIX", text(config.conda_prefix)},
+  };
 }
 
 TargetChoice default_target_choice_or(const DeviceInfo& device, std::optional<Version> driver,
@@ -122,7 +159,8 @@ nlohmann::json info_json() {
       {"levers",
        {{"KILN_FP8_ACT_QUANT_HOPPER", ops::fp8_act_quant_hopper_enabled()}, {"KILN_Q_ONE_GROUP", ops::quant_one_group_lever()},
         {"KILN_PDL", ops::pdl_lever()}, {"KILN_LINEINFO", lineinfo_from_env()},
-        {"KILN_ARCH", arch.target ? arch.target->name() : env_value("KILN_ARCH").value_or("")}}},
+        {"KILN_ARCH", arch.target ? arch.target->name() : process_config().arch.value_or("")}}},
+      {"config", config_json(process_config())},
       {"remote_cache", {{"enabled", remote_status.enabled}, {"requested", remote_status.requested},
                         {"endpoint", remote_status.endpoint},
                         {"signed", remote_status.signed_entries}, {"reason", remote_status.reason}}},

@@ -8,7 +8,7 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "driver/cuda_backend.hpp"
+#include "runtime/cuda_backend.hpp"
 #include "driver/devices.hpp"
 #include "driver/driver_check.hpp"
 #include "driver/primary_context.hpp"

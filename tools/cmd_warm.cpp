@@ -15,8 +15,8 @@
 
 #include "cache/cache_path.hpp"
 #include "cache/disk/disk_cache.hpp"
-#include "cache/module_provider.hpp"
-#include "cache/prefetch.hpp"
+#include "runtime/module_provider.hpp"
+#include "runtime/prefetch.hpp"
 #include "cache/remote/remote_cache.hpp"
 #include "cli_common.hpp"
 #include "cli_workers.hpp"

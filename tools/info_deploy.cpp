@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "cache/cache_path.hpp"
-#include "cache/module_provider.hpp"
+#include "runtime/module_provider.hpp"
 #include "jit/nvrtc.hpp"
 #include "jit/nvrtc_api.hpp"
 

@@ -6,7 +6,7 @@
 #include "base/log.hpp"
 #include "bench_kernels.hpp"
 #include "bench_stats.hpp"
-#include "cache/module_provider.hpp"
+#include "runtime/module_provider.hpp"
 #include "driver/driver_check.hpp"
 #include "driver/kernel_launch.hpp"
 #include "jit/compiler.hpp"
@@ -53,6 +53,7 @@ GpuSession::GpuSession() : service_(0) {
   quant_ = service_.fp8_act_quant();
   if (!quant_.shared().loaded())
     throw_error("the shared quantizer kernel did not load on " + backend().device().name + " (the log says why)");
+  default_quant_ = service_.group_quant(ops::QuantVariant{});
   try {
     context_ = std::make_unique<driver::PrimaryContext>(driver::driver_api(), 0);
     driver::check(api(), api().cuCtxPushCurrent_v2(context_->get()), "cuCtxPushCurrent");

@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
-#include "cache/module_cache.hpp"
+#include "runtime/module_cache.hpp"
 #include "device_buffer.hpp"
-#include "driver/cuda_backend.hpp"
+#include "runtime/cuda_backend.hpp"
 #include "driver/driver_api.hpp"
 #include "driver/primary_context.hpp"
 #include "kiln/service.hpp"
@@ -34,6 +34,8 @@ class GpuSession {
   Service& service() noexcept { return service_; }
   CudaBackend& backend() noexcept { return service_.backend(); }
   const ops::Fp8ActQuant& quant() const noexcept { return quant_; }
+  /// The default variant through the one pick (what kiln_quant runs).
+  const ops::GroupQuant& default_quant() const noexcept { return default_quant_; }
   const driver::DriverApi& api() const noexcept { return context_->api(); }
   const driver::PrimaryContext& context() const noexcept { return *context_; }
   CUstream stream() const noexcept { return stream_; }
@@ -66,6 +68,7 @@ class GpuSession {
   Service service_;
   std::unique_ptr<driver::PrimaryContext> context_;
   ops::Fp8ActQuant quant_;
+  ops::GroupQuant default_quant_;
   bool pushed_ = false;
   CUstream stream_ = nullptr;
   std::size_t l2_bytes_ = 0;

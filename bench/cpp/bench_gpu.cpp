@@ -11,6 +11,7 @@
 #include "bench_stats.hpp"
 #include "driver/driver_check.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
+#include "kiln/ops/group_quant.hpp"
 
 namespace kiln::bench {
 
@@ -62,13 +63,38 @@ struct ArmPair {
   double twin_us = std::numeric_limits<double>::quiet_NaN();  ///< NaN: the image has no twin
   double copy_us = 0;  ///< a device-to-device copy moving the same bytes (arms table only)
   double twin_pdl_us = std::numeric_limits<double>::quiet_NaN();  ///< the twin launched with PDL (arms table only)
+  double family_us = 0;  ///< the default variant's family kernel (GroupQuant::launch_as)
   std::size_t copies = 0;
   bool pick_twin = false;
+  ops::QuantKernel one_pick = ops::QuantKernel::shared;  ///< what kiln_quant runs for the default variant
+  /// The time of the kernel kiln_quant runs.
+  double picked_us() const {
+    switch (one_pick) {
+      case ops::QuantKernel::twin: return twin_us;
+      case ops::QuantKernel::shared: return shared_us;
+      default: return family_us;
+    }
+  }
+  /// The fastest arm's time.
+  double fastest_us() const { return std::min({shared_us, family_us, has_twin() ? twin_us : shared_us}); }
+  /// kiln_quant's kernel is the fastest, within a 3% tie.
+  bool one_pick_fastest() const { return picked_us() <= (1 + TIE) * fastest_us(); }
   bool has_twin() const { return !std::isnan(twin_us); }
   bool faster_twin() const { return has_twin() && twin_us < shared_us; }
   bool tie() const { return has_twin() && std::fabs(twin_us - shared_us) <= TIE * std::min(twin_us, shared_us); }
   bool agree() const { return !has_twin() || tie() || pick_twin == faster_twin(); }
 };
+
+ops::QuantArgs args_of(const ShapeBuffers::Slot& slot, std::uint32_t m, std::uint32_t k, CUstream stream) {
+  ops::QuantArgs args;
+  args.x = slot.x;
+  args.q = slot.q;
+  args.scales = slot.scales;
+  args.m = m;
+  args.k = k;
+  args.stream = stream;
+  return args;
+}
 
 ArmPair measure_pair(GpuSession& gpu, std::uint32_t m, std::uint32_t k, int launches) {
   ShapeBuffers buffers(gpu, m, k);
@@ -78,7 +104,15 @@ ArmPair measure_pair(GpuSession& gpu, std::uint32_t m, std::uint32_t k, int laun
   pair.copies = buffers.copies();
   pair.shared_us = time_arm_us(gpu, buffers, gpu.quant().shared(), false, launches);
   if (gpu.quant().twin_present()) pair.twin_us = time_arm_us(gpu, buffers, gpu.quant().hopper(), true, launches);
+  pair.family_us = time_launches_us(
+      gpu,
+      [&] {
+        gpu.default_quant().launch_as(gpu.backend(), args_of(buffers.next(), m, k, gpu.stream()),
+                                      ops::QuantKernel::family_one_group);
+      },
+      launches, "the family kernel at M=" + std::to_string(m) + " K=" + std::to_string(k));
   pair.pick_twin = gpu.quant().pick(m, k).twin;
+  pair.one_pick = gpu.default_quant().pick(gpu.backend(), args_of(buffers.next(), m, k, gpu.stream())).kernel;
   return pair;
 }
 
@@ -92,6 +126,9 @@ nlohmann::json pair_json(const ArmPair& pair) {
                      {"bytes", quant_bytes(pair.m, pair.k)},
                      {"copies", pair.copies},
                      {"shared_us", pair.shared_us},
+                     {"family_us", pair.family_us},
+                     {"one_pick", ops::to_string(pair.one_pick)},
+                     {"one_pick_fastest", pair.one_pick_fastest()},
                      {"pick", arm_name(pair.pick_twin)},
                      {"agree", pair.agree()},
                      {"tie", pair.tie()}};
@@ -108,6 +145,8 @@ nlohmann::json bandwidth_json(const ArmPair& pair, const Ceiling& ceiling) {
   row["shared_gbps"] = gbps(pair.m, pair.k, pair.shared_us);
   row["shared_of_ceiling"] = gbps(pair.m, pair.k, pair.shared_us) / ceiling.gbps;
   row["copy_us"] = pair.copy_us;
+  row["family_of_ceiling"] = gbps(pair.m, pair.k, pair.family_us) / ceiling.gbps;
+  row["picked_of_copy"] = pair.copy_us / pair.picked_us();
   row["copy_of_ceiling"] = gbps(pair.m, pair.k, pair.copy_us) / ceiling.gbps;
   if (pair.has_twin()) {
     row["twin_gbps"] = gbps(pair.m, pair.k, pair.twin_us);
@@ -121,6 +160,45 @@ nlohmann::json bandwidth_json(const ArmPair& pair, const Ceiling& ceiling) {
 
 std::string percent(double fraction) { return fixed(100 * fraction, 1) + "%"; }
 
+// kiln_quant's default variant against the arms: the one pick's kernel at M*K >= 32M against a
+// copy of the same bytes, and never slower than the shared kernel (nor the fastest arm) anywhere.
+void one_pick_targets(const std::vector<ArmPair>& pairs, const std::string& target, Report& report) {
+  const ArmPair* worst = nullptr;
+  int not_slower = 0, fastest = 0;
+  std::string slower_at, not_fastest_at;
+  for (const ArmPair& pair : pairs) {
+    const std::string at = std::to_string(pair.m) + "x" + std::to_string(pair.k);
+    if (pair.picked_us() <= (1 + TIE) * pair.shared_us)
+      ++not_slower;
+    else
+      slower_at += (slower_at.empty() ? "" : ", ") + at;
+    if (pair.one_pick_fastest())
+      ++fastest;
+    else
+      not_fastest_at += (not_fastest_at.empty() ? "" : ", ") + at;
+    if (static_cast<double>(pair.m) * pair.k >= LARGE_ELEMENTS &&
+        (worst == nullptr || pair.copy_us / pair.picked_us() < worst->copy_us / worst->picked_us()))
+      worst = &pair;
+  }
+  const int points = static_cast<int>(pairs.size());
+  report.add_target({"kiln_quant default variant (" + target + "): never slower than the shared kernel (3% tie)",
+                     std::to_string(not_slower) + " of " + std::to_string(points) +
+                         (slower_at.empty() ? "" : "; slower at " + slower_at),
+                     "all", not_slower == points, {{"points", points}, {"not_slower", not_slower}}});
+  report.add_target({"kiln_quant default variant (" + target + "): runs the fastest arm (3% tie)",
+                     std::to_string(fastest) + " of " + std::to_string(points) +
+                         (not_fastest_at.empty() ? "" : "; not at " + not_fastest_at),
+                     "(report)", std::nullopt, {{"points", points}, {"fastest", fastest}}});
+  if (worst != nullptr) {
+    const double fraction = worst->copy_us / worst->picked_us();
+    report.add_target({"kiln_quant default variant (" + target +
+                           "), M*K >= 32e6: worst speed as a fraction of a copy of the same bytes",
+                       percent(fraction) + " at " + std::to_string(worst->m) + " x " + std::to_string(worst->k) + " (" +
+                           std::string(ops::to_string(worst->one_pick)) + ")",
+                       ">= 90%", fraction >= 0.90, {{"fraction", fraction}, {"m", worst->m}, {"k", worst->k}}});
+  }
+}
+
 void arms_table(const BenchPlan& plan, GpuSession& gpu, const Ceiling& ceiling, Report& report) {
   Table table;
   table.id = "arms";
@@ -130,10 +208,12 @@ void arms_table(const BenchPlan& plan, GpuSession& gpu, const Ceiling& ceiling, 
       "2x L2); "
       "bytes = 3MK + 4MK/128; copy: a device-to-device copy moving the same bytes, timed the same way, and the "
       "twin's speed as a fraction of it; twin PDL: the twin launched with programmatic dependent launch, so each "
-      "launch of a batch overlaps the drain of the one before (SGLang's 'with PDL' figures in issue 16)";
+      "launch of a batch overlaps the drain of the one before; family: the default variant's family kernel; "
+      "kiln_quant: the kernel the one pick runs for the default variant, and its speed against the copy";
   table.columns = {"M",          "K",       "MB",        "shared us", "shared GB/s", "shared %ceil",
                    "twin us",    "twin GB/s", "twin %ceil", "copy us", "copy %ceil", "twin/copy",
-                   "twin PDL us", "twin PDL %ceil", "pick", "faster",    "agree"};
+                   "twin PDL us", "twin PDL %ceil", "pick", "faster",    "agree",
+                   "family us", "family %ceil", "kiln_quant", "kiln_quant/copy", "fastest"};
   // Why an empty kernel here too: the small shapes' times are mostly launch and ramp, which move
   // between runs and machines; this is the floor under them in the same run, timed the same way.
   const double empty = empty_us(gpu, plan.arm_launches);
@@ -160,7 +240,10 @@ void arms_table(const BenchPlan& plan, GpuSession& gpu, const Ceiling& ceiling, 
            percent(gbps(m, k, pair.copy_us) / ceiling.gbps), pair.has_twin() ? percent(pair.copy_us / pair.twin_us) : "-",
            pair.has_twin() ? fixed(pair.twin_pdl_us, 2) : "-",
            pair.has_twin() ? percent(gbps(m, k, pair.twin_pdl_us) / ceiling.gbps) : "-", arm_name(pair.pick_twin),
-           pair.has_twin() ? (pair.tie() ? "tie" : arm_name(pair.faster_twin())) : "-", yes_no(pair.agree())},
+           pair.has_twin() ? (pair.tie() ? "tie" : arm_name(pair.faster_twin())) : "-", yes_no(pair.agree()),
+           fixed(pair.family_us, 2), percent(gbps(m, k, pair.family_us) / ceiling.gbps),
+           std::string(ops::to_string(pair.one_pick)), percent(pair.copy_us / pair.picked_us()),
+           yes_no(pair.one_pick_fastest())},
           bandwidth_json(pair, ceiling));
     }
   const auto agreeing = std::count_if(pairs.begin(), pairs.end(), [](const ArmPair& p) { return p.agree(); });
@@ -171,6 +254,7 @@ void arms_table(const BenchPlan& plan, GpuSession& gpu, const Ceiling& ceiling, 
   table.notes.push_back("the empty kernel (grid 1, block 128), timed the same way: " + fixed(empty, 2) + " us");
   report.add(std::move(table));
   report.add_target({"empty kernel, timed as the arms", fixed(empty, 2) + " us", "(report)", std::nullopt, {{"us", empty}}});
+  one_pick_targets(pairs, gpu.backend().target()->name(), report);
 
   if (!gpu.quant().twin_present()) {
     report.add_target({"twin bandwidth targets", "no twin in this image (" + gpu.backend().target()->name() + ")",

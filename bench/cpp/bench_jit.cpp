@@ -1,7 +1,7 @@
 // The JIT path from a user's point of view: fresh processes, each timed from the parent's spawn.
 //   driver:            cuInit and the primary context only, the reference for the cold target;
-//   cold:              an empty cache folder, Service(0) then fp8_act_quant(), whatever the
-//                      library overlaps;
+//   cold:              an empty cache folder, Service(0) then the default variant's kernels
+//                      (group_quant), whatever the library overlaps;
 //   cold, driver first: the same after the driver is up, which splits compile from driver time;
 //   warm:              the cold run's folder again (disk hits), after the driver is up.
 #include <cmath>
@@ -92,7 +92,7 @@ void run_jit_processes(const BenchPlan& plan, Report& report) {
   table.id = "jit";
   table.title = "JIT in fresh processes, ms, median of " + std::to_string(plan.jit_runs) +
                 " runs each; times from the parent's spawn (CLOCK_MONOTONIC)";
-  table.columns = {"variant",       "spawn->entry", "cuInit",    "context",      "Service()",    "fp8_act_quant()",
+  table.columns = {"variant",       "spawn->entry", "cuInit",    "context",      "Service()",    "group_quant()",
                    "NVRTC compile", "compiles",     "disk hits", "after driver", "spawn->ready", "process wall"};
   for (const auto& variant : variants) {
     const bool is_driver = &variant == &driver;
@@ -107,10 +107,10 @@ void run_jit_processes(const BenchPlan& plan, Report& report) {
          fixed(median(variant.wall_ms), 1)},
         std::move(record));
   }
-  table.notes.push_back("spawn->ready: spawn to the primary context (driver only) or to both quantizer handles (kiln)");
+  table.notes.push_back("spawn->ready: spawn to the primary context (driver only) or to the default variant's kernels (kiln)");
   table.notes.push_back(
       "NVRTC compile: the sum over the modules compiled (ModuleCacheCounters::compile_ms); "
-      "fp8_act_quant() minus it is disk and module load");
+      "group_quant() minus it is disk and module load");
   report.add(std::move(table));
 
   const double driver_ready = driver.median_of("spawn_to_ready_ms");
@@ -122,7 +122,7 @@ void run_jit_processes(const BenchPlan& plan, Report& report) {
                      "-",
                      std::nullopt,
                      {{"spawn_to_ready_ms", driver_ready}}});
-  report.add_target({"cold: process start to both handles vs a process doing only driver start-up",
+  report.add_target({"cold: process start to the default variant's kernels vs a process doing only driver start-up",
                      fixed(cold_handles, 1) + " vs " + fixed(driver_ready, 1) + " ms (" + fixed(ratio, 3) + "x); " +
                          cell(cold, "compiles", 0) + " compiles, " + cell(cold, "compile_ms", 1) + " ms NVRTC",
                      "<= 1.15x",
@@ -135,7 +135,7 @@ void run_jit_processes(const BenchPlan& plan, Report& report) {
   const double warm_hits = warm.median_of("disk_hits");
   const double warm_compiles = warm.median_of("compiles");
   report.add_target(
-      {"warm process (disk hit): both handles after the driver is up",
+      {"warm process (disk hit): the default variant's kernels after the driver is up",
        fixed(warm_ms, 3) + " ms (" + fixed(warm_hits, 0) + " disk hits, " + fixed(warm_compiles, 0) + " compiles)",
        "<= 1 ms, from disk",
        warm_ms <= 1 && warm_compiles == 0,

@@ -5,10 +5,11 @@
 
 #include "bench_parts.hpp"
 #include "bench_stats.hpp"
-#include "driver/cuda_backend.hpp"
+#include "runtime/cuda_backend.hpp"
 #include "driver/driver_api.hpp"
 #include "driver/primary_context.hpp"
 #include "kiln/error.hpp"
+#include "kiln/ops/group_quant.hpp"
 #include "kiln/service.hpp"
 
 namespace kiln::bench {
@@ -49,7 +50,8 @@ void run_jit_child(const std::string& mode, bool driver_first, std::int64_t spaw
   const std::int64_t start = now_ns();
   Service service(0);
   const std::int64_t constructed = now_ns();
-  const ops::Fp8ActQuant& quant = service.fp8_act_quant();
+  // The default variant as kiln_quant resolves it: only the kernels its calls can run here.
+  const ops::GroupQuant quant = service.group_quant(ops::QuantVariant{});
   const std::int64_t resolved = now_ns();
   const ServiceCounters counters = service.counters();
   out["service_ms"] = ms_between(start, constructed);
@@ -59,11 +61,11 @@ void run_jit_child(const std::string& mode, bool driver_first, std::int64_t spaw
   out["compiles"] = counters.memory.compiles;
   out["compile_ms"] = counters.memory.compile_ms;
   out["disk_hits"] = counters.memory.disk_hits;
-  out["shared"] = quant.shared().loaded();
-  out["twin"] = quant.twin_present();
-  if (!quant.shared().loaded()) {
+  out["family"] = quant.kernel().loaded();
+  out["twin"] = quant.twin().loaded();
+  if (!quant.available()) {
     const std::string reason = service.backend().unavailable_reason();
-    throw_error("bench child: the shared quantizer did not load" +
+    throw_error("bench child: the default variant did not load" +
                 (reason.empty() ? std::string(" (the log says why)") : ": " + reason));
   }
   print_line(out);

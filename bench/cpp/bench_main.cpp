@@ -13,7 +13,7 @@
 #include "bench_parts.hpp"
 #include "bench_plan.hpp"
 #include "bench_report.hpp"
-#include "driver/cuda_backend.hpp"
+#include "runtime/cuda_backend.hpp"
 #include "jit/nvrtc.hpp"
 #include "kiln/ops/fp8_act_quant_floor.hpp"
 #include "kiln/version.hpp"

@@ -11,11 +11,12 @@
 #include "bench_stats.hpp"
 #include "bench_temp.hpp"
 #include "cache/disk/disk_cache.hpp"
-#include "cache/module_provider.hpp"
-#include "cache/prefetch.hpp"
+#include "runtime/module_provider.hpp"
+#include "runtime/prefetch.hpp"
 #include "cache/remote/remote_cache.hpp"
 #include "jit/compiler.hpp"
 #include "jit/target_select.hpp"
+#include "runtime/cuda_backend.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::bench {

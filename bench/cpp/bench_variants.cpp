@@ -117,7 +117,7 @@ std::vector<VariantPoint> time_every_point(const BenchPlan& plan, GpuSession& gp
             gpu,
             [&] {
               const ops::QuantArgs args = buffers.args(slices[vi], launch++, m, k, gpu.stream());
-              point.one_group = quants[vi].launch(gpu.backend(), args).slots.one_group;
+              point.one_group = quants[vi].launch(gpu.backend(), args).pick.entry == ops::QUANT_ONE_GROUP_ENTRY;
             },
             plan.variant_launches, variants[vi].module_name() + " M=" + std::to_string(m) + " K=" + std::to_string(k));
         point.fraction = moved_bytes(variants[vi], m, k) / (point.us * 1e-6) / 1e9 / ceiling_gbps;

@@ -1,5 +1,5 @@
 // The README's C and C++ examples (quantize_fp8.c, quantize_fp8.cpp), run: without a GPU, their
-// refusals of bad input; on a GPU, their bytes against the CPU reference. tests/test_readme.py
+// refusals of bad input; on a GPU, their bytes against the CPU reference. tests/docs/test_readme.py
 // checks that the README shows these files as they are.
 #include <catch2/catch.hpp>
 

@@ -35,6 +35,10 @@ struct DeviceInfo {
   std::string name;
   ComputeCapability cc;
   std::uint32_t sm_count = 0;
+  // What the quantizer's pick weighs (ops::quant_prefers_shared); 0 when the driver did not say.
+  std::uint32_t clock_khz = 0;         ///< SM clock, kHz
+  std::uint32_t memory_clock_khz = 0;  ///< memory clock, kHz
+  std::uint32_t memory_bus_bits = 0;   ///< global memory bus width, bits
 };
 
 /// One backend per device. Every member is safe to call from many threads.

@@ -221,6 +221,10 @@ kiln_status kiln_fp8_act_quant_plan(uint32_t m, uint32_t k, uint32_t sm_count, i
  * KILN_ERROR_INVALID_ARGUMENT for NULL or misaligned pointers, `k` not a multiple of 128 and
  * shapes past the grid limits; KILN_ERROR_UNAVAILABLE when the device has no quantizer;
  * KILN_ERROR_DRIVER when the launch fails.
+ * This is the seed's quantizer exactly: its two kernels (the shared kernel, and the Hopper twin
+ * on sm_90) and its pick. On GPUs without the twin its shared kernel is bound by how fast the
+ * GPU starts CTAs; kiln_quant() with the default kiln_quant_params computes the same bytes with
+ * the fastest kernel on every GPU (kiln_quant_get_pick() says which).
  */
 kiln_status kiln_fp8_act_quant(kiln_service* service, const void* x, void* q, float* scales, uint32_t m,
                                uint32_t k, void* stream, kiln_fp8_pick* out);
@@ -275,8 +279,9 @@ kiln_status kiln_quant_scales_bytes(const kiln_quant_params* params, uint64_t m,
 /**
  * Resolves the variant on the service's device now (compiles or loads its module; nothing else),
  * so that a later kiln_quant() (in a CUDA graph capture, on a latency path) finds it in memory.
- * The default variant has the seed's two kernels plus the family module for the calls they cannot
- * take (eps other than 1e-10, strided rows, k/128 > 65535); this loads all three.
+ * Every kernel a call of the variant can run on this device is loaded (for the default variant:
+ * the twin on sm_90, and the shared kernel or the family module, whichever the device's rule
+ * prefers, plus the family module for the calls the seed kernels cannot take).
  * KILN_ERROR_INVALID_ARGUMENT for an impossible combination (the message names the parameter and
  * the allowed values); KILN_ERROR_UNAVAILABLE when the device lacks a kernel a call of it can need.
  */
@@ -295,6 +300,57 @@ kiln_status kiln_quant_prepare(kiln_service* service, const kiln_quant_params* p
  */
 kiln_status kiln_quant(kiln_service* service, const kiln_quant_params* params, const void* x, void* q, void* scales,
                        uint64_t m, uint64_t k, void* stream);
+
+/** The kernels a kiln_quant() call can run: kiln_quant_pick::kernel_kind and the index of its
+ *  `why`. Stable. */
+#define KILN_QUANT_KERNEL_TWIN 0              /**< the seed's Hopper twin (default variant, sm_90) */
+#define KILN_QUANT_KERNEL_SHARED 1            /**< the seed's shared kernel (default variant) */
+#define KILN_QUANT_KERNEL_FAMILY_TWO_GROUPS 2 /**< the family kernel, two groups per slot */
+#define KILN_QUANT_KERNEL_FAMILY_ONE_GROUP 3  /**< the family kernel, one group per slot */
+#define KILN_QUANT_KERNEL_COUNT 4
+
+/** Why a candidate runs or does not (kiln_quant_pick::why); kiln_quant_pick::reason has the words.
+ *  Stable. */
+#define KILN_QUANT_WHY_CHOSEN_BY_CALLER 0
+#define KILN_QUANT_WHY_SEED_VARIANT_ONLY 1     /**< twin, shared: only the default variant has them */
+#define KILN_QUANT_WHY_NOT_SHIPPED 2           /**< two groups: the variant ships one group per slot */
+#define KILN_QUANT_WHY_OUTSIDE_SEED_KERNELS 3  /**< eps other than 1e-10, strided rows, or k/128 > 65535 */
+#define KILN_QUANT_WHY_ABSENT 4                /**< not in this device's image (the twin: sm_90 only) */
+#define KILN_QUANT_WHY_TWIN_NOT_REQUESTED 5    /**< KILN_FP8_ACT_QUANT_HOPPER=0 */
+#define KILN_QUANT_WHY_TWIN_TOO_FEW_CTAS 6     /**< the twin's grid is below the CTA floor */
+#define KILN_QUANT_WHY_TWIN_MISALIGNED 7       /**< x or q not 16-byte aligned */
+#define KILN_QUANT_WHY_TWIN_FILLS_DEVICE 8     /**< the twin's grid reaches the floor: the twin runs */
+#define KILN_QUANT_WHY_DEVICE_PREFERS_FAMILY 9 /**< the device's rule: the family kernel is faster */
+#define KILN_QUANT_WHY_DEVICE_PREFERS_SHARED 10 /**< the device's rule: the shared kernel is faster */
+#define KILN_QUANT_WHY_ONE_GROUP_SMALL_GRID 11 /**< one group per slot: within 64 CTAs per SM */
+#define KILN_QUANT_WHY_ONE_GROUP_LARGE_GRID 12 /**< two groups per slot: one would pass 64 CTAs per SM */
+#define KILN_QUANT_WHY_ONE_GROUP_LEVER_OFF 13  /**< two groups per slot: KILN_Q_ONE_GROUP=0 */
+#define KILN_QUANT_WHY_SM_COUNT_UNKNOWN 14     /**< two groups per slot: the SM count is unknown */
+#define KILN_QUANT_WHY_ONLY_KERNEL 15          /**< the variant's only kernel for this call */
+
+/**
+ * Which kernel a kiln_quant() call of `params` with 16-byte aligned `x` and `q` runs on this
+ * service's device, on which grid and block, and why each other candidate does not: the one pick
+ * every kiln_quant() call goes through, for every variant. `m == 0` or `k == 0` is a no-op
+ * (`noop` 1, `kernel_kind` -1). A shape or variant kiln_quant() refuses is refused here with the
+ * same status and message.
+ */
+typedef struct kiln_quant_pick {
+  uint32_t struct_size; /**< in: set by the caller, at least KILN_QUANT_PICK_V1_SIZE */
+  int32_t noop;         /**< 1: nothing runs */
+  int32_t kernel_kind;  /**< KILN_QUANT_KERNEL_*: the kernel that runs; -1 for a no-op */
+  uint32_t reserved;    /**< 0 */
+  uint64_t kernel;      /**< its handle; 0 while it is not loaded (the call loads it), or a no-op */
+  uint32_t grid[3];     /**< its grid */
+  uint32_t block[3];    /**< its block: (128, 1, 1) for the seed's kernels, (256, 1, 1) for the family's */
+  int32_t why[KILN_QUANT_KERNEL_COUNT]; /**< KILN_QUANT_WHY_* for each candidate: why it runs, or why not */
+  char entry[64];       /**< the entry point that runs; "" for a no-op. NUL-terminated */
+  char reason[160];     /**< the words of why[kernel_kind]; "" for a no-op. NUL-terminated, may be cut */
+} kiln_quant_pick;
+#define KILN_QUANT_PICK_V1_SIZE 288u
+
+kiln_status kiln_quant_get_pick(kiln_service* service, const kiln_quant_params* params, uint64_t m, uint64_t k,
+                                kiln_quant_pick* out);
 
 /** Fills `*out` (not NULL, `struct_size` set) with this service's memory-cache counters and the
  *  process's disk-cache and remote-tier counters (v2 fields; a v1-sized struct gets v1 only). */

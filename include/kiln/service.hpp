@@ -52,14 +52,14 @@ class Service {
   /// (out of memory), so its handles are never stale and a transient failure is not forever. A
   /// permanent failure (a compile error) is remembered: that kernel's handle stays 0.
   ops::Fp8ActQuant fp8_act_quant();
-  /// A variant of the quantizer family on this device, resolved on its first use (only its own
-  /// module is compiled or loaded; the seed variant resolves fp8_act_quant()) and again, as
+  /// A variant of the quantizer family on this device, resolved on its first use (only the kernels
+  /// its calls can run here are compiled or loaded: GroupQuant::resolve) and again, as
   /// fp8_act_quant(), after a clear() or a transient failure. Throws kiln::Error for an impossible
   /// variant, naming the parameter and the allowed values.
   ops::GroupQuant group_quant(const ops::QuantVariant& variant);
   ServiceCounters counters() const;
 
-  /// Internal parts, for kiln's own tools and tests (src/driver/cuda_backend.hpp,
+  /// Internal parts, for kiln's own tools and tests (src/runtime/cuda_backend.hpp,
   /// src/cache/disk/disk_cache.hpp).
   CudaBackend& backend() noexcept;
   const std::shared_ptr<DiskCache>& disk() const noexcept;

@@ -2,21 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
 #include <limits>
-#include <mutex>
-#include <set>
-#include <utility>
-
-#include "base/log.hpp"
 
 namespace kiln {
-
-std::optional<std::string> env_value(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  return std::string(value);
-}
 
 static bool equals_lower(std::string_view text, std::string_view lower) {
   if (text.size() != lower.size()) return false;
@@ -69,25 +57,6 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
   }
   if (shift != 0 && value > (max >> shift)) return std::nullopt;
   return value << shift;
-}
-
-// Why remembered: KILN_JIT is read on every use (a process may change it), and `kiln info` alone
-// reads it twice; one bad value is still one warning.
-static bool first_time_bad(const char* name, const std::string& text) {
-  static std::mutex mutex;
-  static std::set<std::pair<std::string, std::string>> warned;
-  const std::lock_guard<std::mutex> lock(mutex);
-  return warned.emplace(name, text).second;
-}
-
-bool switch_lever(const char* name, bool fallback) {
-  const auto text = env_value(name);
-  if (!text) return fallback;
-  if (const auto parsed = parse_switch(*text)) return *parsed;
-  if (first_time_bad(name, *text))
-    logger().warn("{}='{}' is not a switch (expected 1/0, true/false, on/off, yes/no); using {}", name,
-                *text, fallback ? "1" : "0");
-  return fallback;
 }
 
 }  // namespace kiln

@@ -1,7 +1,7 @@
 #pragma once
 /// @file
-/// Parsing of kiln's environment variables (levers). Pure parsers plus a getenv wrapper, so every
-/// rule is tested without touching the process environment.
+/// Parsing of kiln's environment variables (levers): pure parsers, so every rule is tested without
+/// touching the process environment. base/config.hpp reads the variables.
 
 #include <cstdint>
 #include <optional>
@@ -10,9 +10,6 @@
 #include <vector>
 
 namespace kiln {
-
-/// The variable's value, or nothing when unset. An empty value counts as unset.
-std::optional<std::string> env_value(const char* name);
 
 /// `1`, `true`, `on`, `yes` -> true; `0`, `false`, `off`, `no` -> false (case-insensitive, no
 /// surrounding space); anything else -> nothing.
@@ -32,7 +29,8 @@ std::vector<std::string> split_path_list(std::string_view text);
 
 /// A switch lever: the parsed value of `name`, or `fallback` when unset; a bad value gives
 /// `fallback` and logs one warning per process (however often it is read) naming the variable
-/// and the accepted values.
+/// and the accepted values. For switches outside Config (tests, fuzzing); defined in config.cpp,
+/// which alone reads the environment.
 bool switch_lever(const char* name, bool fallback);
 
 }  // namespace kiln

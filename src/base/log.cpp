@@ -1,12 +1,13 @@
 #include "base/log.hpp"
 
-#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <string>
 
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
+
+#include "base/config.hpp"
 
 namespace kiln {
 
@@ -105,25 +106,18 @@ std::FILE* parent_stream = nullptr;
 
 spdlog::logger& logger() {
   static const std::shared_ptr<spdlog::logger> instance = [] {
-    auto existing = spdlog::get("kiln");
-    if (existing) return existing;  // the embedding process registered its own "kiln" logger
-    std::shared_ptr<spdlog::logger> created;
-    if (parent_stream != nullptr) {
-      created = std::make_shared<spdlog::logger>("kiln", std::make_shared<ParentSink>(parent_stream));
-      spdlog::register_logger(created);
-    } else {
-      created = std::make_shared<spdlog::logger>("kiln", std::make_shared<StderrSink>());
-      spdlog::register_logger(created);
-    }
-    created->set_level(spdlog::level::warn);
-    if (const char* level = std::getenv("KILN_LOG_LEVEL")) {
-      auto parsed = spdlog::level::from_str(level);
-      // Why: from_str maps unknown names to "off", which would hide the warning about them.
-      if (parsed == spdlog::level::off && std::string_view(level) != "off")
-        created->warn("KILN_LOG_LEVEL='{}' is not a level (trace, debug, info, warn, error, critical, off); using warn", level);
+    const Config& config = process_config_unlogged();
+    auto created = spdlog::get("kiln");  // the embedding process may have registered its own "kiln" logger
+    if (!created) {
+      if (parent_stream != nullptr)
+        created = std::make_shared<spdlog::logger>("kiln", std::make_shared<ParentSink>(parent_stream));
       else
-        created->set_level(parsed);
+        created = std::make_shared<spdlog::logger>("kiln", std::make_shared<StderrSink>());
+      spdlog::register_logger(created);
+      created->set_level(spdlog::level::from_str(config.log_level));
     }
+    // Why here: each bad value of the process configuration is told once, whoever logs first.
+    for (const auto& warning : config.warnings) created->warn("{}", warning);
     return created;
   }();
   return *instance;

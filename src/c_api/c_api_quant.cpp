@@ -12,6 +12,14 @@ using kiln::c_api::require_struct;
 namespace ops = kiln::ops;
 
 static_assert(sizeof(kiln_quant_params) == KILN_QUANT_PARAMS_V1_SIZE, "kiln_quant_params v1 layout changed");
+static_assert(sizeof(kiln_quant_pick) == KILN_QUANT_PICK_V1_SIZE, "kiln_quant_pick v1 layout changed");
+static_assert(KILN_QUANT_KERNEL_COUNT == ops::QUANT_KERNEL_COUNT && KILN_QUANT_KERNEL_FAMILY_ONE_GROUP ==
+                  static_cast<int>(ops::QuantKernel::family_one_group),
+              "kiln.h's kernel kinds are QuantKernel's values");
+static_assert(KILN_QUANT_WHY_ONLY_KERNEL + 1 == ops::QUANT_PICK_REASON_COUNT &&
+                  KILN_QUANT_WHY_ONLY_KERNEL == static_cast<int>(ops::QuantPickReason::only_kernel) &&
+                  KILN_QUANT_WHY_DEVICE_PREFERS_FAMILY == static_cast<int>(ops::QuantPickReason::device_prefers_family),
+              "kiln.h's reasons are QuantPickReason's values");
 
 namespace {
 
@@ -98,6 +106,37 @@ extern "C" kiln_status kiln_quant_prepare(kiln_service* service, const kiln_quan
       throw_unavailable(service, "variant " + variant.module_name() +
                                      ": its family module, for the calls the seed kernels cannot take (eps other than "
                                      "1e-10, strided rows, k/128 > 65535), is not available");
+  });
+}
+
+extern "C" kiln_status kiln_quant_get_pick(kiln_service* service, const kiln_quant_params* params, std::uint64_t m,
+                                           std::uint64_t k, kiln_quant_pick* out) {
+  return guarded([&] {
+    require_pointer(service, "service");
+    require_struct(out, "out", KILN_QUANT_PICK_V1_SIZE);
+    auto [variant, args] = from_c(params);
+    // Why stand-in pointers: the pick reads only their alignment, and the caller asks for aligned ones.
+    alignas(16) static unsigned char stand_in[16];
+    args.x = args.q = args.scales = stand_in;
+    args.m = m;
+    args.k = k;
+    ops::GroupQuant::check(variant, args);
+    const ops::GroupQuant quant = service->service.group_quant(variant);
+    const ops::QuantPick chosen = quant.pick(service->service.gpu(), args);
+    kiln_quant_pick pick{};
+    pick.struct_size = out->struct_size;
+    pick.noop = chosen.noop ? 1 : 0;
+    pick.kernel_kind = chosen.noop ? -1 : static_cast<std::int32_t>(chosen.kernel);
+    if (!chosen.noop) {
+      pick.kernel = quant.handle_of(chosen).raw;
+      for (std::size_t i = 0; i < 3; ++i) pick.grid[i] = chosen.grid[i];
+      pick.block[0] = chosen.block;
+      pick.block[1] = pick.block[2] = 1;
+      for (std::size_t i = 0; i < ops::QUANT_KERNEL_COUNT; ++i) pick.why[i] = static_cast<std::int32_t>(chosen.why[i]);
+      kiln::c_api::copy_text(pick.entry, chosen.entry);
+      kiln::c_api::copy_text(pick.reason, ops::to_string(chosen.reason()));
+    }
+    kiln::c_api::write_struct(out, pick);
   });
 }
 

@@ -90,7 +90,7 @@ void copy_text(char (&out)[N], std::string_view text) noexcept {
 }  // namespace c_api
 
 /// The status a kiln_ function returns for `error`: by its kind (KILN_ERROR_INTERNAL for io, remote
-/// and internal). Outside the hidden namespace so tests/test_error_kinds.cpp checks this very mapping.
+/// and internal). Outside the hidden namespace so tests/unit/test_error_kinds.cpp checks this very mapping.
 kiln_status c_status_of(const Error& error) noexcept;
 
 }  // namespace kiln

@@ -2,7 +2,7 @@
 // What a kiln_service handle points to.
 
 #include "cache/disk/disk_cache.hpp"
-#include "driver/cuda_backend.hpp"
+#include "runtime/cuda_backend.hpp"
 #include "kiln/kiln.h"
 #include "kiln/service.hpp"
 

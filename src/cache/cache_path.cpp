@@ -5,6 +5,7 @@
 
 #include <cerrno>
 
+#include "base/config.hpp"
 #include "base/env.hpp"
 #include "base/log.hpp"
 #include "cache/bundle/bundle_file.hpp"
@@ -39,7 +40,7 @@ CachePath make_cache_path(const std::string& spec, const DiskCacheConfig& fallba
   path.writable = fallback;
   if (spec.empty()) return path;
   path.elements = split_path_list(spec);
-  const bool disk_off = !switch_lever("KILN_CACHE", true);
+  const bool disk_off = !current_config().cache;
   for (std::size_t i = 0; i < path.elements.size(); ++i) {
     const std::string& element = path.elements[i];
     struct stat info {};
@@ -67,7 +68,10 @@ CachePath make_cache_path(const std::string& spec, const DiskCacheConfig& fallba
 
 const CachePath& process_cache_path() {
   static const CachePath path = [] {
-    const auto spec = env_value("KILN_CACHE_PATH");
+    // Why current_config and not process_config: the path is read at its first use, as tests and
+    // `kiln` subcommands that set the variables first rely on.
+    const Config config = current_config();
+    const auto& spec = config.cache_path;
     std::optional<bundle::SigningKey> key;
     std::string key_error;
     if (spec) {
@@ -82,8 +86,8 @@ const CachePath& process_cache_path() {
           logger().warn("{}; no bundle is used", key_error);
       }
     }
-    return make_cache_path(spec.value_or(""), DiskCacheConfig::from_env(), key ? &*key : nullptr, key_error,
-                           env_value("KILN_CACHE_DIR").has_value());
+    return make_cache_path(spec.value_or(""), DiskCacheConfig::from_config(config), key ? &*key : nullptr, key_error,
+                           config.cache_dir.has_value());
   }();
   return path;
 }

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 
+#include "base/config.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln {
@@ -29,11 +30,7 @@ const unsigned char* bytes_of(std::string_view text) { return reinterpret_cast<c
 
 }  // namespace
 
-std::optional<std::string> fleet_key_setting() {
-  const char* value = std::getenv(fleet_key_variable);
-  if (value == nullptr) return std::nullopt;
-  return std::string(value);
-}
+std::optional<std::string> fleet_key_setting() { return current_config().remote_cache_key_file; }
 
 std::string read_fleet_key_file(const std::string& path) {
   if (path.empty())

@@ -14,6 +14,15 @@ int attribute(const DriverApi& api, CUdevice device, CUdevice_attribute which) {
   return value;
 }
 
+// Why not checked: the pick's device rule only reads these, and 0 (unknown) makes it take the
+// family kernel, which is right on every GPU measured; a driver that lacks one must not make the
+// device unusable.
+std::uint32_t figure(const DriverApi& api, CUdevice device, CUdevice_attribute which) {
+  int value = 0;
+  return api.cuDeviceGetAttribute(&value, which, device) == CUDA_SUCCESS && value > 0 ? static_cast<std::uint32_t>(value)
+                                                                                      : 0;
+}
+
 }  // namespace
 
 int device_count(const DriverApi& api) {
@@ -35,6 +44,9 @@ DeviceInfo device_info(const DriverApi& api, int ordinal) {
   info.cc.major = attribute(api, device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
   info.cc.minor = attribute(api, device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
   info.sm_count = static_cast<std::uint32_t>(attribute(api, device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT));
+  info.clock_khz = figure(api, device, CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
+  info.memory_clock_khz = figure(api, device, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
+  info.memory_bus_bits = figure(api, device, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
   return info;
 }
 

@@ -1,15 +1,13 @@
 // NVRTC compiles. Why no lock around them: the NVRTC User Guide ("Thread Safety", CUDA 11.x to
 // 13.0) allows concurrent NVRTC calls except on the same nvrtcProgram while one of them compiles or
 // adds a name expression, and every compile here creates, uses and destroys its own program.
-// Measured with NVRTC 13.0 (tests/test_compiler.cpp samples both threads' CPU clocks): two threads'
-// compiles run on two CPUs at once, unless NVRTC_INTERNAL_GLOBAL_LOCK=1 makes NVRTC serialise them.
 // NVIDIA/cccl#9998 relies on the same guarantee. The process locale is the one shared input; see
 // ScopedCLocale.
 #include "jit/compiler.hpp"
 
 #include <chrono>
 
-#include "base/env.hpp"
+#include "base/config.hpp"
 #include "base/log.hpp"
 #include "c_locale.hpp"
 #include "jit/compile_log.hpp"
@@ -115,7 +113,7 @@ std::vector<std::string> compile_options(const Target& target, bool lineinfo) {
   return options;
 }
 
-bool lineinfo_from_env() { return switch_lever("KILN_LINEINFO", false); }
+bool lineinfo_from_env() { return current_config().lineinfo; }
 
 CompiledModule compile_module(const KernelSource& source, const Target& target,
                               const std::vector<std::string>& options) {

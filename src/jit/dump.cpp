@@ -11,7 +11,7 @@
 #include <string_view>
 #include <system_error>
 
-#include "base/env.hpp"
+#include "base/config.hpp"
 #include "base/log.hpp"
 #include "kiln/error.hpp"
 
@@ -96,7 +96,7 @@ void dump_module(const CompiledModule& module, const KernelSource& source, const
 
 void dump_if_requested(const CompiledModule& module, const KernelSource& source) noexcept {
   try {
-    const auto dir = env_value("KILN_DUMP_DIR");
+    const auto dir = current_config().dump_dir;
     if (!dir) return;
     dump_module(module, source, *dir);
     logger().debug("dumped {} for {} into {}", module.module, module.target.name(), *dir);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "base/config.hpp"
 #include "base/env.hpp"
 #include "base/log.hpp"
 #include "kiln/error.hpp"
@@ -32,15 +33,16 @@ std::vector<std::string> python_wheel_folders() {
   // Why this symbol: it exists exactly when the process embeds (or is) a Python interpreter.
   if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") == nullptr) return {};
   std::vector<std::string> prefixes;
-  for (const char* name : {"VIRTUAL_ENV", "CONDA_PREFIX"})
-    if (auto value = env_value(name)) prefixes.push_back(*value);
+  const Config& config = process_config();
+  for (const auto& value : {config.virtual_env, config.conda_prefix})
+    if (value) prefixes.push_back(*value);
   char exe[4096];
   if (const ssize_t size = ::readlink("/proc/self/exe", exe, sizeof exe - 1); size > 0) {
     std::string path(exe, static_cast<std::size_t>(size));
     for (int up = 0; up < 2 && path.rfind('/') != std::string::npos; ++up) path.erase(path.rfind('/'));
     if (!path.empty()) prefixes.push_back(path);
   }
-  if (auto home = env_value("HOME")) prefixes.push_back(*home + "/.local");  // pip install --user
+  if (config.home) prefixes.push_back(*config.home + "/.local");  // pip install --user
   std::vector<std::string> folders;
   for (const auto& prefix : prefixes) {
     // Why both: Debian's pip installs into dist-packages, every other Python into site-packages.
@@ -129,10 +131,11 @@ std::optional<NvrtcLocation> find_nvrtc(const NvrtcSearch& search, std::string* 
 
 NvrtcSearch process_nvrtc_search() {
   NvrtcSearch search;
-  search.override_library = env_value("KILN_NVRTC_LIBRARY");
+  const Config& config = process_config();
+  search.override_library = config.nvrtc_library;
   search.soname = nvrtc_soname;
   search.toolkit_library = std::string(KILN_NVRTC_TOOLKIT_LIB) + "/" + nvrtc_soname;
-  if (auto path = env_value("LD_LIBRARY_PATH")) search.library_path = split_path_list(*path);
+  if (config.ld_library_path) search.library_path = split_path_list(*config.ld_library_path);
   if (!search.override_library) search.python_folders = python_wheel_folders();
   return search;
 }
@@ -195,6 +198,6 @@ const NvrtcApi& require_nvrtc(const std::string& what) {
   return api;
 }
 
-bool jit_enabled() { return switch_lever("KILN_JIT", true); }
+bool jit_enabled() { return current_config().jit; }
 
 }  // namespace kiln

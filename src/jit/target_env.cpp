@@ -1,6 +1,7 @@
-// The process-dependent half of target.hpp: KILN_ARCH and `--arch auto`.
-#include "base/env.hpp"
-#include "driver/cuda_backend.hpp"
+// The process-dependent half of target_select.hpp: KILN_ARCH and whether NVRTC may be asked.
+// `--arch auto` asks the driver, which jit/ may not include (docs/architecture.md#layers), so
+// auto_target lives in runtime/cuda_backend.cpp.
+#include "base/config.hpp"
 #include "jit/nvrtc.hpp"
 #include "jit/nvrtc_api.hpp"
 #include "jit/target_select.hpp"
@@ -8,7 +9,7 @@
 namespace kiln {
 
 std::optional<Target> target_override_from_env() {
-  const auto text = env_value("KILN_ARCH");
+  const auto text = current_config().arch;
   if (!text) return std::nullopt;
   // Why unchecked without NVRTC: there is no arch list to check against, and loading NVRTC for it
   // is what KILN_JIT=off promises not to do; a target no layer holds resolves to handle 0.
@@ -26,18 +27,6 @@ std::optional<std::string> compiler_not_asked() {
   }
   if (!nvrtc_location()) return "no NVRTC (" + nvrtc_absence() + ")";
   return std::nullopt;
-}
-
-Target auto_target() {
-  if (auto overridden = target_override_from_env()) return *overridden;
-  const DriverStatus driver = driver_status();
-  if (!driver.devices.empty()) {
-    const TargetChoice choice = default_target_choice(driver.devices.front(), driver.version);
-    if (choice.target) return *choice.target;
-  }
-  // Why sm_90a: with no usable GPU, the H100/H200 is the most useful thing to build for and shows
-  // both quantizer modules.
-  return Target{{9, 0}, true, OutputKind::cubin};
 }
 
 }  // namespace kiln

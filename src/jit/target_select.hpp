@@ -1,7 +1,8 @@
 #pragma once
 /// @file
 /// How kiln chooses a device's compile target. Pure and CPU-tested, except
-/// target_override_from_env and auto_target, which read `KILN_ARCH` and ask NVRTC.
+/// target_override_from_env and compiler_not_asked, which read the environment and ask NVRTC.
+/// auto_target, which also asks the driver, is in runtime/cuda_backend.hpp.
 
 #include <optional>
 #include <string>
@@ -61,9 +62,5 @@ std::vector<Target> nvrtc_targets(const std::vector<int>& nvrtc_archs);
 /// the installed NVRTC; nothing when unset. Throws kiln::Error naming KILN_ARCH, the bad text and the
 /// accepted forms. Reads the environment on every call.
 std::optional<Target> target_override_from_env();
-
-/// What `--arch auto` means: `KILN_ARCH` when set, else the target of the process driver's first
-/// GPU, else `sm_90a` (H100/H200) when there is no usable GPU.
-Target auto_target();
 
 }  // namespace kiln

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <limits>
 
-#include "base/env.hpp"
+#include "base/config.hpp"
 #include "base/log.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
 
@@ -67,7 +67,7 @@ std::optional<Fp8HopperReject> fp8_act_quant_hopper_reject(bool requested, bool 
 }
 
 bool fp8_act_quant_hopper_enabled() {
-  static const bool enabled = switch_lever("KILN_FP8_ACT_QUANT_HOPPER", true);
+  static const bool enabled = process_config().fp8_act_quant_hopper;
   return enabled;
 }
 

@@ -59,6 +59,12 @@ Fp8QuantPick Fp8ActQuant::launch_with(bool requested, GpuBackend& gpu, const voi
   fp8_quant_require_launchable(chosen, m, k);
 
   fp8_act_quant_note_verdict(requested, chosen.reject, m, k, sm_count_);
+  launch_picked(gpu, chosen, x, q, scales, m, k, stream, options);
+  return chosen;
+}
+
+void Fp8ActQuant::launch_picked(GpuBackend& gpu, const Fp8QuantPick& chosen, const void* x, void* q, float* scales,
+                                std::uint32_t m, std::uint32_t k, void* stream, LaunchOptions options) const {
   std::uint32_t k_arg = k;
   std::uint32_t m_arg = m;
   // Why m: the twin's flat grid does not say where the groups end. The shared kernel, whose grid
@@ -77,7 +83,6 @@ Fp8QuantPick Fp8ActQuant::launch_with(bool requested, GpuBackend& gpu, const voi
   }
   gpu.launch(kernel, Dim3{chosen.grid[0], chosen.grid[1], chosen.grid[2]}, Dim3{BLOCK_THREADS, 1, 1}, 0, stream,
              args, launch_options);
-  return chosen;
 }
 
 }  // namespace kiln::ops

@@ -9,6 +9,7 @@
 #include "kiln/gpu_backend.hpp"
 #include "kiln/ops/quant_launch_options.hpp"
 #include "ops/pointer_checks.hpp"
+#include "ops/quant_device_rule.hpp"
 
 namespace kiln::ops {
 
@@ -63,18 +64,7 @@ const Variant& jit_variant(const QuantVariant& variant) {
 
 std::uint64_t dense_stride(const QuantVariant& variant, std::uint64_t k) { return variant.silu_and_mul ? 2 * k : k; }
 
-// The seed kernels take only what they were written for: eps 1e-10, dense rows, and rows that the
-// shared kernel's grid holds (k/128 <= 65535 in grid Y), so whichever of them the pick chooses runs.
-bool seed_can_take(const QuantArgs& args) {
-  return args.eps == 1e-10f && (args.x_row_stride == 0 || args.x_row_stride == args.k) &&
-         args.k / FP8_QUANT_GROUP <= FP8_QUANT_MAX_GRID_Y;
-}
-
 }  // namespace
-
-bool QuantVariant::is_seed() const noexcept {
-  return *this == QuantVariant{};
-}
 
 std::string QuantVariant::description() const {
   return std::string("in=") + spelled(input) + " group=" + std::to_string(group) +
@@ -199,17 +189,27 @@ void GroupQuant::check(const QuantVariant& variant, const QuantArgs& args) {
   require_pointer("scales", args.scales, 4);
 }
 
-GroupQuant GroupQuant::resolve(GpuBackend& gpu, const QuantVariant& variant) {
-  return resolve_with(gpu, variant, variant.is_seed() ? Fp8ActQuant::resolve(gpu) : Fp8ActQuant());
+bool GroupQuant::seed_call(const QuantArgs& args) {
+  return args.eps == 1e-10f && (args.x_row_stride == 0 || args.x_row_stride == args.k) &&
+         args.k / FP8_QUANT_GROUP <= FP8_QUANT_MAX_GRID_Y;
 }
 
-GroupQuant GroupQuant::resolve_with(GpuBackend& gpu, const QuantVariant& variant, const Fp8ActQuant& seed) {
+GroupQuant GroupQuant::resolve(GpuBackend& gpu, const QuantVariant& variant) {
   GroupQuant resolved;
   resolved.variant_ = variant;
   const std::string module = variant.module_name();  // throws for an impossible variant
-  if (variant.is_seed()) {
-    resolved.seed_ = seed;
-    return resolved;
+  resolved.prefers_shared_ = quant_prefers_shared(figures_of(gpu.device()));
+  const auto kernels = quant_kernels_of(variant);
+  if (kernels[static_cast<std::size_t>(QuantKernel::twin)])
+    resolved.twin_ = try_target_kernel(gpu, FP8_QUANT_HOPPER_MODULE, FP8_QUANT_HOPPER_ENTRY);
+  if (kernels[static_cast<std::size_t>(QuantKernel::shared)]) {
+    // Why only the kernel the rule prefers: a call never runs the other one on this device (the
+    // shared kernel also runs where the family module failed to load, and then asks for itself).
+    if (resolved.prefers_shared_) {
+      resolved.shared_ = try_kernel(gpu, FP8_QUANT_MODULE, FP8_QUANT_ENTRY);
+      if (resolved.shared_.loaded()) resolved.shared_pdl_ = try_kernel(gpu, FP8_QUANT_MODULE, FP8_QUANT_PDL_ENTRY);
+      return resolved;
+    }
   }
   resolved.kernel_ = gpu.try_kernel(module, QUANT_ENTRY);
   // Why only after the shipped entry loaded: both come from one module, and asking again after a
@@ -219,48 +219,135 @@ GroupQuant GroupQuant::resolve_with(GpuBackend& gpu, const QuantVariant& variant
   return resolved;
 }
 
-bool GroupQuant::available() const noexcept { return kernel_.loaded() || seed_.available(); }
+KernelHandle GroupQuant::handle_of(const QuantPick& chosen) const noexcept {
+  if (chosen.noop) return {};
+  switch (chosen.kernel) {
+    case QuantKernel::twin: return twin_;
+    case QuantKernel::shared: return shared_;
+    case QuantKernel::family_two_groups:
+    case QuantKernel::family_one_group: return chosen.entry == QUANT_ONE_GROUP_ENTRY ? one_group_kernel_ : kernel_;
+  }
+  return {};
+}
+
+bool GroupQuant::available() const noexcept { return kernel_.loaded() || twin_.loaded() || shared_.loaded(); }
 
 bool GroupQuant::prepare(GpuBackend& gpu) const {
   if (!available()) return false;
-  return !variant_.is_seed() || kernel_.loaded() || gpu.try_kernel(variant_.module_name(), QUANT_ENTRY).loaded();
+  const bool family = kernel_.loaded() || gpu.try_kernel(variant_.module_name(), QUANT_ENTRY).loaded();
+  const bool shared = !quant_kernels_of(variant_)[static_cast<std::size_t>(QuantKernel::shared)] || !prefers_shared_ ||
+                      shared_.loaded();
+  return family && shared;
+}
+
+QuantPickInputs GroupQuant::inputs_of(const GpuBackend& gpu, const QuantArgs& args) const {
+  QuantPickInputs in;
+  in.m = args.m;
+  in.k = args.k;
+  in.sm_count = gpu.device().sm_count;
+  in.seed_call = seed_call(args);
+  in.twin_aligned = aligned(args.x, 16) && aligned(args.q, 16);
+  in.twin_present = twin_.loaded();
+  // Why: where the rule prefers the shared kernel but it did not load, the family kernel runs.
+  in.shared_present = shared_.loaded() || !prefers_shared_;
+  in.prefers_shared = prefers_shared_;
+  in.twin_lever = fp8_act_quant_hopper_enabled();
+  in.one_group_lever = quant_one_group_lever();
+  return in;
+}
+
+QuantPick GroupQuant::pick(const GpuBackend& gpu, const QuantArgs& args) const {
+  check(variant_, args);
+  return pick_with(variant_, inputs_of(gpu, args));
 }
 
 QuantLaunch GroupQuant::launch(GpuBackend& gpu, const QuantArgs& args) const {
-  return launch_slots(gpu, args, std::nullopt);
+  const QuantPick chosen = pick(gpu, args);
+  if (chosen.noop) return QuantLaunch{chosen, {}};
+  // The seed's once-per-slot log of the twin's verdict, wherever the call then runs.
+  if (chosen.twin_asked)
+    fp8_act_quant_note_verdict(chosen.twin_requested, chosen.twin_reject, static_cast<std::uint32_t>(args.m),
+                               static_cast<std::uint32_t>(args.k), gpu.device().sm_count);
+  return run(gpu, args, chosen);
 }
 
-QuantLaunch GroupQuant::launch_with(GpuBackend& gpu, const QuantArgs& args, bool one_group) const {
-  return launch_slots(gpu, args, one_group);
-}
-
-// `one_group`: the caller's choice, or nothing for the pick's.
-QuantLaunch GroupQuant::launch_slots(GpuBackend& gpu, const QuantArgs& args, std::optional<bool> one_group) const {
+QuantLaunch GroupQuant::launch_as(GpuBackend& gpu, const QuantArgs& args, QuantKernel kernel) const {
   check(variant_, args);
-  QuantLaunch done;
+  const auto refuse_unless = [&](bool can, QuantPickReason why) {
+    if (!can)
+      throw_invalid_argument("kernel", "a kernel that can take this call, not one where " + std::string(to_string(why)),
+                             std::string(to_string(kernel)));
+  };
+  const bool seed_kernel = kernel == QuantKernel::twin || kernel == QuantKernel::shared;
+  refuse_unless(quant_kernels_of(variant_)[static_cast<std::size_t>(kernel)],
+                seed_kernel ? QuantPickReason::seed_variant_only : QuantPickReason::not_shipped);
+  refuse_unless(!seed_kernel || seed_call(args), QuantPickReason::outside_seed_kernels);
+  refuse_unless(kernel != QuantKernel::twin || twin_.loaded(), QuantPickReason::absent);
+  refuse_unless(kernel != QuantKernel::twin || (aligned(args.x, 16) && aligned(args.q, 16)),
+                QuantPickReason::twin_misaligned);
+  QuantPick chosen;
   if (args.m == 0 || args.k == 0) {
-    done.noop = true;
-    return done;
+    chosen.noop = true;
+    return QuantLaunch{chosen, {}};
   }
-  if (variant_.is_seed() && seed_.available() && seed_can_take(args)) {
-    done.seed_path = true;
-    done.fp8 = seed_.launch(gpu, args.x, args.q, static_cast<float*>(args.scales), static_cast<std::uint32_t>(args.m),
-                            static_cast<std::uint32_t>(args.k), args.stream, args.options);
-    return done;
+  chosen.kernel = kernel;
+  chosen.why.fill(QuantPickReason::chosen_by_caller);
+  const auto m = static_cast<std::uint32_t>(args.m);
+  const auto k = static_cast<std::uint32_t>(args.k);
+  switch (kernel) {
+    case QuantKernel::twin:
+    case QuantKernel::shared:
+      chosen.grid = fp8_quant_grid(kernel == QuantKernel::twin, m, k);
+      chosen.block = 128;
+      chosen.entry = kernel == QuantKernel::twin ? FP8_QUANT_HOPPER_ENTRY : FP8_QUANT_ENTRY;
+      break;
+    case QuantKernel::family_two_groups:
+    case QuantKernel::family_one_group: {
+      const bool one_group = kernel == QuantKernel::family_one_group;
+      chosen.grid = grid(variant_, args.m, args.k, one_group ? 1 : 2);
+      chosen.block = 256;
+      chosen.entry = one_group && items_per_slot(variant_) == 2 ? QUANT_ONE_GROUP_ENTRY : QUANT_ENTRY;
+      break;
+    }
   }
-  done.slots = one_group ? chosen(variant_, *one_group, args.m, args.k)
-                         : pick_with(variant_, quant_one_group_lever(), args.m, args.k, gpu.device().sm_count);
-  // Why asked again when not loaded: the seed variant reaches the family kernel only for calls its
-  // own kernels cannot take, and a load that failed at resolve (out of memory) may work now.
-  const KernelHandle resolved = done.slots.one_group ? one_group_kernel_ : kernel_;
-  done.kernel = resolved.loaded() ? resolved
-                                  : gpu.try_kernel(variant_.module_name(),
-                                                   done.slots.one_group ? QUANT_ONE_GROUP_ENTRY : QUANT_ENTRY);
-  if (!done.kernel.loaded())
+  return run(gpu, args, chosen);
+}
+
+QuantLaunch GroupQuant::run(GpuBackend& gpu, const QuantArgs& args, const QuantPick& chosen) const {
+  if (chosen.family()) return run_family(gpu, args, chosen);
+  const bool twin = chosen.kernel == QuantKernel::twin;
+  KernelHandle shared = shared_;
+  KernelHandle shared_pdl = shared_pdl_;
+  if (!twin && !shared.loaded()) {
+    shared = try_kernel(gpu, FP8_QUANT_MODULE, FP8_QUANT_ENTRY);
+    if (shared.loaded()) shared_pdl = try_kernel(gpu, FP8_QUANT_MODULE, FP8_QUANT_PDL_ENTRY);
+  }
+  const KernelHandle kernel = twin ? twin_ : shared;
+  if (!kernel.loaded())
+    throw_error(ErrorKind::unavailable, Retry::transient,
+                "per_token_group_quant: the seed's " + std::string(to_string(chosen.kernel)) +
+                    " kernel is not available on device " + std::to_string(gpu.device().ordinal) +
+                    " (it did not compile or load: see the log)");
+  const Fp8ActQuant seed(shared, twin_, gpu.device().sm_count, shared_pdl);
+  Fp8QuantPick launched;
+  launched.kernel = kernel;
+  launched.grid = chosen.grid;
+  launched.twin = twin;
+  seed.launch_picked(gpu, launched, args.x, args.q, static_cast<float*>(args.scales), static_cast<std::uint32_t>(args.m),
+                     static_cast<std::uint32_t>(args.k), args.stream, args.options);
+  return QuantLaunch{chosen, kernel};
+}
+
+QuantLaunch GroupQuant::run_family(GpuBackend& gpu, const QuantArgs& args, const QuantPick& chosen) const {
+  // Why asked again when not loaded: the seed variant loads its family module only where the
+  // device's rule prefers it, and a load that failed at resolve (out of memory) may work now.
+  const KernelHandle resolved = handle_of(chosen);
+  const KernelHandle kernel =
+      resolved.loaded() ? resolved : gpu.try_kernel(variant_.module_name(), chosen.entry);
+  if (!kernel.loaded())
     throw_error(ErrorKind::unavailable, Retry::transient,
                 "per_token_group_quant: variant " + variant_.module_name() + " is not available on device " +
                 std::to_string(gpu.device().ordinal) + " (no GPU, or it did not compile or load: see the log)");
-  done.block = FAMILY_THREADS;
   const void* x = args.x;
   void* q = args.q;
   void* scales = args.scales;
@@ -273,9 +360,9 @@ QuantLaunch GroupQuant::launch_slots(GpuBackend& gpu, const QuantArgs& args, std
   // check() bounds a row's groups by 2^31-1, so its tiles are a valid divisor.
   TileDivisor tile_divisor = tiles != 0 ? TileDivisor::of_valid(tiles) : TileDivisor{};
   void* kernel_args[] = {&x, &q, &scales, &m, &groups, &row_stride, &rows, &eps, &tile_divisor};
-  gpu.launch(done.kernel, Dim3{done.slots.grid[0], 1, 1}, Dim3{FAMILY_THREADS, 1, 1}, 0, args.stream, kernel_args,
+  gpu.launch(kernel, Dim3{chosen.grid[0], 1, 1}, Dim3{chosen.block, 1, 1}, 0, args.stream, kernel_args,
              quant_launch_options(args.options));
-  return done;
+  return QuantLaunch{chosen, kernel};
 }
 
 }  // namespace kiln::ops

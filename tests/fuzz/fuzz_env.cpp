@@ -2,7 +2,7 @@
 //   parse_switch (KILN_CACHE, KILN_LINEINFO, KILN_FP8_ACT_QUANT_HOPPER through switch_lever),
 //   parse_size and KILN_CACHE_MAX_BYTES (DiskCacheConfig::from_env), KILN_ARCH
 //   (target_override_from_env, against the linked NVRTC's archs), KILN_LOG_LEVEL (spdlog's
-//   level names, as log.cpp reads them).
+//   level names, as base/config.cpp reads them).
 // Invariants: parse_size agrees with a 128-bit reference; from_env takes the size when it is
 // above zero and the default otherwise; a switch lever gives the parsed value or the fallback;
 // KILN_ARCH gives a target that round-trips or a kiln::Error naming KILN_ARCH.

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "device_buffer.hpp"
-#include "driver/cuda_backend.hpp"
+#include "runtime/cuda_backend.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "kiln/ops/fp8_reference.hpp"
 #include "kiln/service.hpp"

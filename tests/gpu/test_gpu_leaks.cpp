@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include "cache/disk/disk_cache.hpp"
-#include "cache/module_provider.hpp"
+#include "runtime/module_provider.hpp"
 #include "device_buffer.hpp"
-#include "driver/cuda_backend.hpp"
+#include "runtime/cuda_backend.hpp"
 #include "jit/compiler.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "kiln/service.hpp"

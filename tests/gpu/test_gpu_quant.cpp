@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "device_buffer.hpp"
-#include "driver/cuda_backend.hpp"
+#include "runtime/cuda_backend.hpp"
 #include "kiln/ops/fp8_reference.hpp"
 #include "kiln/ops/group_quant.hpp"
 #include "kiln/ops/group_quant_reference.hpp"
@@ -102,7 +102,7 @@ struct Outputs {
 
 Outputs run_on_gpu(const GroupQuant& quant, const QuantVariant& v, const Case& c, const std::vector<std::uint8_t>& x,
                    std::uint64_t stride, float eps, QuantLaunch* launched = nullptr,
-                   std::optional<bool> one_group = std::nullopt) {
+                   std::optional<QuantKernel> kernel = std::nullopt) {
   auto& g = gpu();
   test::DeviceBuffer dx(g.context, x.size()), dq(g.context, c.m * c.k), ds(g.context, quant_scales_bytes(v, c.m, c.k));
   dx.upload(x.data(), x.size());
@@ -116,8 +116,8 @@ Outputs run_on_gpu(const GroupQuant& quant, const QuantVariant& v, const Case& c
   args.k = c.k;
   args.x_row_stride = c.stride_pad ? stride : 0;
   args.eps = eps;
-  const QuantLaunch done = one_group ? quant.launch_with(g.service.backend(), args, *one_group)
-                                     : quant.launch(g.service.backend(), args);
+  const QuantLaunch done = kernel ? quant.launch_as(g.service.backend(), args, *kernel)
+                                  : quant.launch(g.service.backend(), args);
   if (launched) *launched = done;
   test::synchronize(g.context);
   Outputs out{std::vector<std::uint8_t>(dq.bytes()), std::vector<std::uint8_t>(ds.bytes())};
@@ -152,12 +152,12 @@ TEST_CASE("every kernel of every variant of the quantizer family matches the CPU
       const Outputs expected = run_reference(v, c, x, stride, eps);
       // Why both kernels by choice: the suite's shapes are small, where the pick takes only the
       // one-group kernel of the variants that have two.
-      for (const bool one_group : {false, true}) {
-        if (one_group && GroupQuant::items_per_slot(v) == 1) continue;
+      for (const QuantKernel kernel : {QuantKernel::family_two_groups, QuantKernel::family_one_group}) {
+        if (!quant_kernels_of(v)[static_cast<std::size_t>(kernel)]) continue;
         QuantLaunch launched;
-        const Outputs actual = run_on_gpu(quant, v, c, x, stride, eps, &launched, one_group);
-        INFO(describe(v, c) << (one_group ? " one-group kernel" : " shipped kernel"));
-        CHECK(launched.slots.one_group == one_group);
+        const Outputs actual = run_on_gpu(quant, v, c, x, stride, eps, &launched, kernel);
+        INFO(describe(v, c) << " " << to_string(kernel));
+        CHECK(launched.pick.kernel == kernel);
         CHECK(first_difference(expected.q, actual.q, "q") == "");
         CHECK(first_difference(expected.scales, actual.scales, "scales") == "");
         ++checked;
@@ -194,26 +194,41 @@ TEST_CASE("eps 0: all-zero groups and tiny group maxima match the CPU reference 
   CHECK(checked == 180);
 }
 
-TEST_CASE("the seed variant's family kernel writes the seed kernels' bytes") {
+TEST_CASE("the default variant: every kernel it can run writes the same bytes, and the pick's is one of them") {
   auto& g = gpu();
   const QuantVariant seed;
   const GroupQuant quant = g.service.group_quant(seed);
   std::mt19937_64 rng(std::random_device{}());
+  std::size_t compared = 0;
   for (const Case& c : {Case{1, 7168, 0, false}, Case{333, 5120, 0, true}, Case{2048, 7168, 0, false}}) {
     const auto x = make_input(seed, c, c.k, rng);
-    QuantLaunch seed_launch, family_launch;
-    const Outputs via_seed = run_on_gpu(quant, seed, c, x, c.k, 1e-10f, &seed_launch);
-    CHECK(seed_launch.seed_path);
-    // The same rows with a padded stride reach the family kernel.
+    INFO(describe(seed, c));
+    const Outputs expected = run_reference(seed, c, x, c.k, 1e-10f);
+    QuantLaunch picked;
+    const Outputs via_pick = run_on_gpu(quant, seed, c, x, c.k, 1e-10f, &picked);
+    CHECK(first_difference(expected.q, via_pick.q, "q") == "");
+    CHECK(first_difference(expected.scales, via_pick.scales, "scales") == "");
+    for (const QuantKernel kernel : {QuantKernel::twin, QuantKernel::shared, QuantKernel::family_one_group}) {
+      if (kernel == QuantKernel::twin && !quant.twin().loaded()) continue;
+      QuantLaunch launched;
+      const Outputs actual = run_on_gpu(quant, seed, c, x, c.k, 1e-10f, &launched, kernel);
+      INFO(to_string(kernel));
+      CHECK(launched.pick.kernel == kernel);
+      CHECK(first_difference(expected.q, actual.q, "q") == "");
+      CHECK(first_difference(expected.scales, actual.scales, "scales") == "");
+      ++compared;
+    }
+    // The same rows with a padded stride are outside the seed kernels: the family kernel.
     const Case padded{c.m, c.k, 64, c.special};
     std::vector<std::uint8_t> wide(c.m * (c.k + 64) * 2, 0);
     for (std::uint64_t r = 0; r < c.m; ++r) std::memcpy(&wide[r * (c.k + 64) * 2], &x[r * c.k * 2], c.k * 2);
+    QuantLaunch family_launch;
     const Outputs via_family = run_on_gpu(quant, seed, padded, wide, c.k + 64, 1e-10f, &family_launch);
-    CHECK_FALSE(family_launch.seed_path);
-    INFO(describe(seed, c));
-    CHECK(first_difference(via_seed.q, via_family.q, "q") == "");
-    CHECK(first_difference(via_seed.scales, via_family.scales, "scales") == "");
+    CHECK(family_launch.pick.kernel == QuantKernel::family_one_group);
+    CHECK(first_difference(expected.q, via_family.q, "q") == "");
+    CHECK(first_difference(expected.scales, via_family.scales, "scales") == "");
   }
+  CHECK(compared == 3 * (quant.twin().loaded() ? 3 : 2));
 }
 
 TEST_CASE("a cold variant compiles or loads its own module once; another variant does not touch it") {
@@ -247,20 +262,27 @@ TEST_CASE("past the pick's ceiling a two-kernel variant runs its shipped kernel,
     REQUIRE(GroupQuant::items_per_slot(v) == 2);
     // The smallest power-of-two row count whose one-group grid is past the ceiling, plus odd rows.
     std::uint64_t m = 64;
-    while (GroupQuant::pick_with(v, true, m, 2048, sms).reason != QuantSlotReason::large_grid) m *= 2;
+    const auto large = [&](std::uint64_t rows) {
+      QuantPickInputs in;
+      in.m = rows;
+      in.k = 2048;
+      in.sm_count = sms;
+      return GroupQuant::pick_with(v, in).reason() == QuantPickReason::one_group_large_grid;
+    };
+    while (!large(m)) m *= 2;
     const Case c{m + 3, 2048, 0, false};
-    REQUIRE(GroupQuant::pick_with(v, true, c.m, c.k, sms).reason == QuantSlotReason::large_grid);
+    REQUIRE(large(c.m));
     const std::uint64_t stride = v.silu_and_mul ? 2 * c.k : c.k;
     const auto x = make_input(v, c, stride, rng);
     const GroupQuant quant = g.service.group_quant(v);
     QuantLaunch picked, one_group;
     const Outputs expected = run_reference(v, c, x, stride, 1e-6f);
     const Outputs shipped = run_on_gpu(quant, v, c, x, stride, 1e-6f, &picked);
-    const Outputs single = run_on_gpu(quant, v, c, x, stride, 1e-6f, &one_group, true);
+    const Outputs single = run_on_gpu(quant, v, c, x, stride, 1e-6f, &one_group, QuantKernel::family_one_group);
     INFO(describe(v, c));
-    CHECK_FALSE(picked.slots.one_group);
-    CHECK(picked.slots.reason == QuantSlotReason::large_grid);
-    CHECK(one_group.slots.one_group);
+    CHECK(picked.pick.kernel == QuantKernel::family_two_groups);
+    CHECK(picked.pick.reason() == QuantPickReason::one_group_large_grid);
+    CHECK(one_group.pick.entry == QUANT_ONE_GROUP_ENTRY);
     CHECK(first_difference(expected.q, shipped.q, "q") == "");
     CHECK(first_difference(expected.scales, shipped.scales, "scales") == "");
     CHECK(first_difference(shipped.q, single.q, "q") == "");

@@ -159,6 +159,12 @@ class Fp8ActQuant {
   Fp8QuantPick launch_with(bool requested, GpuBackend& gpu, const void* x, void* q, float* scales,
                            std::uint32_t m, std::uint32_t k, void* stream, LaunchOptions options = {}) const;
 
+  /// Launches a pick `launch` made (or one the quantizer family's pick made of these kernels):
+  /// `chosen.kernel` on `chosen.grid`, the shared kernel as its PDL entry when `options` (with the
+  /// process's KILN_PDL) ask for PDL. No checks and no log: the caller made them.
+  void launch_picked(GpuBackend& gpu, const Fp8QuantPick& chosen, const void* x, void* q, float* scales,
+                     std::uint32_t m, std::uint32_t k, void* stream, LaunchOptions options) const;
+
   /// The handle this `(m, k)` launches.
   KernelHandle kernel(std::uint32_t m, std::uint32_t k) const { return pick(m, k).kernel; }
   /// The grid for `(m, k)`, from the same pick as `kernel`.

@@ -13,9 +13,10 @@
 ///   code   = clamp(v / scale, QMIN, QMAX) (IEEE division; QMIN -448 or -128; NaN -> QMIN), then
 ///            e4m3 round-to-nearest-even, or int8 truncation toward zero.
 ///
-/// The seed's variant (bf16, group 128, e4m3, row-major fp32 scales, eps 1e-10, dense rows) runs
-/// through ops::Fp8ActQuant and its pick (shared kernel or Hopper twin); every other variant runs
-/// the family kernel, with one or two groups per slot (group_quant_pick.hpp).
+/// Every call of every variant goes through one pick (group_quant_pick.hpp): the seed's variant
+/// (bf16, group 128, e4m3, row-major fp32 scales) can also run the seed's two kernels, the Hopper
+/// twin and the shared kernel; every variant can run the family kernel, with one or two groups per
+/// slot.
 
 #include <array>
 #include <cstdint>
@@ -53,8 +54,6 @@ struct QuantVariant {
   bool ue8m0 = false;         ///< power-of-two scales (required by ue8m0_packed)
   bool silu_and_mul = false;  ///< x is [M, 2K]: quantize silu(x[:, :K]) * x[:, K:]
 
-  /// The seed's variant: bf16, 128, e4m3, row-major fp32.
-  bool is_seed() const noexcept;
   /// Why this combination does not exist, naming the parameter and the allowed values; "" when it
   /// does.
   std::string refusal() const;
@@ -93,50 +92,58 @@ std::vector<QuantVariant> every_quant_variant();
 /// impossible variant, `k` not a multiple of the group, `m` > 2^31-1, or a size past 2^64 bytes.
 std::uint64_t quant_scales_bytes(const QuantVariant& variant, std::uint64_t m, std::uint64_t k);
 
-/// How one call runs.
+/// How one call ran: its pick and the handle launched (0 for a no-op).
 struct QuantLaunch {
-  bool noop = false;          ///< m == 0 or k == 0: nothing launched
-  bool seed_path = false;     ///< ran through Fp8ActQuant (its pick is in `fp8`)
-  Fp8QuantPick fp8;           ///< the seed path's pick
-  KernelHandle kernel;        ///< the family kernel launched (family path)
-  QuantSlotPick slots;        ///< family path: which of the variant's kernels that is, its grid, and why
-  std::uint32_t block = 0;    ///< 256 on the family path
+  QuantPick pick;
+  KernelHandle kernel;
+  bool noop() const noexcept { return pick.noop; }
 };
 
-/// A variant resolved on one device.
+/// A variant resolved on one device: the one op of the quantizer family, the seed variant included.
+/// Every launch goes through one pick (group_quant_pick.hpp).
 class GroupQuant {
  public:
   GroupQuant() = default;
-  /// Resolves `variant` on `gpu`: the seed variant resolves Fp8ActQuant (both its modules), and its
-  /// family module is loaded by the first call the seed kernels cannot take (another eps, strided
-  /// rows, k/128 > 65535) or by prepare(); any other variant compiles or loads its own module only.
-  /// Throws kiln::Error for an impossible variant, before any compile.
+  /// Resolves `variant` on `gpu`, loading only what its calls can run: for the seed variant the
+  /// twin where the target carries it, and the shared kernel or its family module, whichever the
+  /// device's rule prefers (the other is loaded by the first call that needs it, or by prepare());
+  /// any other variant, its own module. Throws kiln::Error for an impossible variant, before any
+  /// compile.
   static GroupQuant resolve(GpuBackend& gpu, const QuantVariant& variant);
-  /// `resolve` with the seed quantizer already resolved (Service keeps one per device).
-  static GroupQuant resolve_with(GpuBackend& gpu, const QuantVariant& variant, const Fp8ActQuant& seed);
 
   const QuantVariant& variant() const noexcept { return variant_; }
-  /// The family kernel's handle (0 when it did not compile or load, or no GPU).
+  /// The family kernel's handle (0 when it did not compile or load, or is not loaded yet).
   KernelHandle kernel() const noexcept { return kernel_; }
-  /// Something can launch: the family kernel, or for the seed variant the seed quantizer.
+  /// The seed variant's Hopper twin (0 elsewhere, and on targets without the hopper family).
+  KernelHandle twin() const noexcept { return twin_; }
+  /// The handle `chosen` launches, when resolve loaded it (0 otherwise: the call loads it).
+  KernelHandle handle_of(const QuantPick& chosen) const noexcept;
+  /// Something can launch.
   bool available() const noexcept;
   /// Loads every kernel a call of this variant can launch, so that no call loads one (in a CUDA
-  /// graph capture, on a latency path): for the seed variant also its family module, which takes the
-  /// calls the seed kernels cannot. True when they are all there.
+  /// graph capture, on a latency path): for the seed variant also its family module, which takes
+  /// the calls the seed kernels cannot. True when they are all there.
   bool prepare(GpuBackend& gpu) const;
 
-  /// Checks `args` (naming the argument, what was expected and the valid range), then quantizes.
-  /// Throws kiln::Error when nothing can run or the launch fails. A family launch runs the kernel
-  /// and grid of pick_with (the process's lever, the device's SM count).
+  /// The pick for `args` on `gpu` (the process's levers, the device's SM count and rule). Checks
+  /// `args` first, as launch does.
+  QuantPick pick(const GpuBackend& gpu, const QuantArgs& args) const;
+  /// Checks `args` (naming the argument, what was expected and the valid range), then quantizes
+  /// with the kernel and grid of `pick`. Throws kiln::Error when nothing can run or the launch fails.
   QuantLaunch launch(GpuBackend& gpu, const QuantArgs& args) const;
-  /// `launch` with the family kernel chosen by the caller: `one_group` runs the one-group-per-slot
-  /// kernel of a variant that ships two (a variant that ships one has only that one). For A/B runs
-  /// and the GPU suite, which checks both kernels of every variant; the seed variant's seed path
-  /// is unchanged.
-  QuantLaunch launch_with(GpuBackend& gpu, const QuantArgs& args, bool one_group) const;
+  /// `launch` with the kernel named by the caller, for A/B runs and the GPU suite. Throws
+  /// kiln::Error (invalid argument) when that kernel cannot take the call: the twin or the shared
+  /// kernel for another variant or a call outside the seed kernels, the twin where it is absent or
+  /// x or q is misaligned, two groups for a variant that ships one.
+  QuantLaunch launch_as(GpuBackend& gpu, const QuantArgs& args, QuantKernel kernel) const;
 
   /// The checks `launch` makes, without a GPU. Throws kiln::Error.
   static void check(const QuantVariant& variant, const QuantArgs& args);
+  /// The one pick, pure: which kernel `variant` runs for `inputs`, on which grid, and why each
+  /// other candidate does not. Expects a shape check() accepts.
+  static QuantPick pick_with(const QuantVariant& variant, const QuantPickInputs& inputs);
+  /// Whether the seed kernels take this call: eps 1e-10, dense rows, k/128 <= 65535.
+  static bool seed_call(const QuantArgs& args);
   /// Group slots in one 256-thread CTA of the family kernel: 256 / lanes per group.
   static std::uint32_t groups_per_cta(const QuantVariant& variant);
   /// Groups each slot takes (the kernel's KILN_Q_ITEMS): with the fused SiLU 1, or 2 where a group
@@ -153,25 +160,24 @@ class GroupQuant {
   static std::array<std::uint32_t, 3> grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k) {
     return grid(variant, m, k, items_per_slot(variant));
   }
-  /// Which kernel `(m, k)` runs and on which grid, for a lever value (`requested`: the one-group
-  /// kernel may run) and an SM count: the shipped kernel when the variant has one, the lever is off
-  /// or the SM count unknown; else the one-group kernel while its grid is within
-  /// QUANT_ONE_GROUP_MAX_CTAS_PER_SM CTAs per SM. Pure; expects a shape check() accepts.
-  static QuantSlotPick pick_with(const QuantVariant& variant, bool requested, std::uint64_t m, std::uint64_t k,
-                                 std::uint32_t sm_count);
-  /// The pick of launch_with: the kernel `one_group` names and its grid.
-  static QuantSlotPick chosen(const QuantVariant& variant, bool one_group, std::uint64_t m, std::uint64_t k);
   /// The tiles a row spans on the tiled grids (a CTA's row tile is its index divided by this),
   /// ceil(G / (groups_per_cta / 4)) over G padded to 4 for the packed layout; 0 on the flat grid.
   static std::uint32_t tiles_per_row(const QuantVariant& variant, std::uint64_t k);
 
  private:
-  QuantLaunch launch_slots(GpuBackend& gpu, const QuantArgs& args, std::optional<bool> one_group) const;
+  QuantPickInputs inputs_of(const GpuBackend& gpu, const QuantArgs& args) const;
+  QuantLaunch run(GpuBackend& gpu, const QuantArgs& args, const QuantPick& chosen) const;
+  QuantLaunch run_family(GpuBackend& gpu, const QuantArgs& args, const QuantPick& chosen) const;
 
   QuantVariant variant_;
   KernelHandle kernel_;
   KernelHandle one_group_kernel_;  ///< 0 unless the variant ships two groups per slot
-  Fp8ActQuant seed_;
+  // The seed variant's kernels; the shared ones are 0 until resolve loads them (the device's rule
+  // prefers them) or, elsewhere, for good: a call that needs them asks the backend again.
+  KernelHandle twin_;
+  KernelHandle shared_;
+  KernelHandle shared_pdl_;
+  bool prefers_shared_ = false;  ///< the device's rule (quant_prefers_shared)
 };
 
 }  // namespace kiln::ops

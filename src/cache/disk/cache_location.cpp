@@ -1,4 +1,4 @@
-// DiskCacheConfig::from_env: where the disk cache lives and how large it may grow.
+// DiskCacheConfig::from_config: where the disk cache lives and how large it may grow.
 #include <pwd.h>
 #include <unistd.h>
 
@@ -8,8 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "base/env.hpp"
-#include "base/log.hpp"
+#include "base/config.hpp"
 #include "cache/disk/disk_cache.hpp"
 
 namespace kiln {
@@ -40,27 +39,19 @@ std::optional<std::string> absolute_path(const std::string& path) {
   return cwd == "/" ? "/" + rest : rest.empty() ? cwd : cwd + "/" + rest;
 }
 
-std::uint64_t max_bytes_from_env(std::uint64_t fallback) {
-  const auto text = env_value("KILN_CACHE_MAX_BYTES");
-  if (!text) return fallback;
-  const auto parsed = parse_size(*text);
-  if (parsed && *parsed > 0) return *parsed;
-  logger().warn("KILN_CACHE_MAX_BYTES='{}' is not a size above zero (bytes, or with K, M, G, T); using {}", *text,
-                fallback);
-  return fallback;
-}
-
 }  // namespace
 
-DiskCacheConfig DiskCacheConfig::from_env(std::optional<Version> nvrtc) {
+DiskCacheConfig DiskCacheConfig::from_env(std::optional<Version> nvrtc) { return from_config(current_config(), nvrtc); }
+
+DiskCacheConfig DiskCacheConfig::from_config(const Config& settings, std::optional<Version> nvrtc) {
   DiskCacheConfig config;
   config.nvrtc = nvrtc;
-  config.max_bytes = max_bytes_from_env(config.max_bytes);
-  if (!switch_lever("KILN_CACHE", true)) {
+  config.max_bytes = settings.cache_max_bytes;
+  if (!settings.cache) {
     config.disabled_reason = "KILN_CACHE=0";
     return config;
   }
-  if (auto dir = env_value("KILN_CACHE_DIR")) {
+  if (auto dir = settings.cache_dir) {
     if (dir->front() == '/') {
       config.dir = std::move(dir);
     } else if (auto absolute = absolute_path(*dir)) {
@@ -71,10 +62,10 @@ DiskCacheConfig DiskCacheConfig::from_env(std::optional<Version> nvrtc) {
       config.disabled_reason = "KILN_CACHE_DIR='" + *dir + "' is relative and the working directory is unknown (" +
                                std::strerror(errno) + "); give an absolute path";
     }
-  } else if (auto xdg = env_value("XDG_CACHE_HOME"); xdg && xdg->front() == '/') {
+  } else if (const auto& xdg = settings.xdg_cache_home; xdg && xdg->front() == '/') {
     // Why: the XDG spec says a relative XDG_CACHE_HOME is invalid and must be ignored.
     config.dir = *xdg + "/kiln";
-  } else if (auto home = env_value("HOME")) {
+  } else if (const auto& home = settings.home) {
     config.dir = *home + "/.cache/kiln";
   } else if (auto home_of_user = passwd_home()) {
     config.dir = *home_of_user + "/.cache/kiln";

@@ -38,6 +38,8 @@
 
 namespace kiln {
 
+struct Config;
+
 /// Where the cache lives and its limits.
 struct DiskCacheConfig {
   /// The cache folder; nothing: no disk cache (`disabled_reason` says why).
@@ -49,12 +51,15 @@ struct DiskCacheConfig {
   /// Written into entry headers for people ("13.0"); not part of any check (the key covers it).
   std::optional<Version> nvrtc;
 
-  /// From the environment: `KILN_CACHE=0` disables; the folder is `KILN_CACHE_DIR` (a relative one
-  /// is made absolute against the working directory now, or disables the cache if that is unknown), else
+  /// From the environment as it is now (current_config): `KILN_CACHE=0` disables; the folder is
+  /// `KILN_CACHE_DIR` (a relative one is made absolute against the working directory now, or
+  /// disables the cache if that is unknown), else
   /// `$XDG_CACHE_HOME/kiln` (if absolute), else `$HOME/.cache/kiln`, else the passwd home's;
   /// `KILN_CACHE_MAX_BYTES` (parse_size syntax, > 0) bounds the size. A bad value warns once and
   /// gives the default.
   static DiskCacheConfig from_env(std::optional<Version> nvrtc = std::nullopt);
+  /// The same from a configuration's values (base/config.hpp), which holds the warnings.
+  static DiskCacheConfig from_config(const Config& config, std::optional<Version> nvrtc = std::nullopt);
 };
 
 enum class DiskCacheMode {

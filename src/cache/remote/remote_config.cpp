@@ -1,10 +1,9 @@
-// RemoteCacheConfig::from_env and the pieces it parses: the Redis URL and the signing key file.
+// RemoteCacheConfig::from_config and the pieces it parses: the Redis URL and the signing key file.
 #include "cache/remote/remote_config.hpp"
 
 #include <limits>
 
-#include "base/env.hpp"
-#include "base/log.hpp"
+#include "base/config.hpp"
 #include "cache/fleet_signing.hpp"
 #include "kiln/error.hpp"
 
@@ -53,14 +52,6 @@ std::string percent_decode(std::string_view url, std::string_view text) {
     i += 2;
   }
   return out;
-}
-
-std::chrono::milliseconds ms_from_env(const char* name, std::chrono::milliseconds fallback) {
-  const auto text = env_value(name);
-  if (!text) return fallback;
-  if (const auto value = parse_int(*text, 1, 3600000)) return std::chrono::milliseconds(*value);
-  logger().warn("{}='{}' is not a number of milliseconds in 1..3600000; using {}", name, *text, fallback.count());
-  return fallback;
 }
 
 }  // namespace
@@ -139,21 +130,23 @@ RedisEndpoint parse_redis_url(std::string_view url) {
   return endpoint;
 }
 
-RemoteCacheConfig RemoteCacheConfig::from_env() {
+RemoteCacheConfig RemoteCacheConfig::from_env() { return from_config(current_config()); }
+
+RemoteCacheConfig RemoteCacheConfig::from_config(const Config& settings) {
   RemoteCacheConfig config;
-  config.connect_timeout = ms_from_env("KILN_REMOTE_CACHE_CONNECT_TIMEOUT_MS", config.connect_timeout);
-  config.command_timeout = ms_from_env("KILN_REMOTE_CACHE_TIMEOUT_MS", config.command_timeout);
-  config.lease = ms_from_env("KILN_REMOTE_CACHE_LEASE_MS", config.lease);
-  config.wait = ms_from_env("KILN_REMOTE_CACHE_WAIT_MS", config.wait);
-  config.retry = ms_from_env("KILN_REMOTE_CACHE_RETRY_MS", config.retry);
-  const auto url = env_value("KILN_REMOTE_CACHE");
+  config.connect_timeout = settings.remote_cache_connect_timeout;
+  config.command_timeout = settings.remote_cache_timeout;
+  config.lease = settings.remote_cache_lease;
+  config.wait = settings.remote_cache_wait;
+  config.retry = settings.remote_cache_retry;
+  const auto& url = settings.remote_cache;
   if (!url) return config;
   config.requested = true;
   try {
     RedisEndpoint endpoint = parse_redis_url(*url);
-    // Why fleet_key_setting and not env_value: a variable set but empty must be an error (the
-    // operator asked for signing and named no file), not "unsigned entries".
-    if (const auto key_file = fleet_key_setting()) {
+    // Why kept when empty: a variable set but empty must be an error (the operator asked for
+    // signing and named no file), not "unsigned entries".
+    if (const auto& key_file = settings.remote_cache_key_file) {
       config.secret = read_fleet_key_file(*key_file);
       config.key_file = *key_file;
     }

@@ -33,6 +33,8 @@ RedisEndpoint parse_redis_url(std::string_view url);
 /// user's ':' (or the start of the credentials when there is no ':') and the last '@'.
 std::string redact_url(std::string_view url);
 
+struct Config;
+
 struct RemoteCacheConfig {
   /// Nothing: no remote tier (`disabled_reason` says why, empty when simply not configured).
   std::optional<RedisEndpoint> endpoint;
@@ -63,6 +65,8 @@ struct RemoteCacheConfig {
   /// (never on without the signing the operator asked for); a bad number warns once and gives the
   /// default.
   static RemoteCacheConfig from_env();
+  /// The same from a configuration's values (base/config.hpp): from_env is from_config(current_config()).
+  static RemoteCacheConfig from_config(const Config& config);
 };
 
 }  // namespace kiln
