@@ -123,6 +123,7 @@ void print_variant_pick(const PickArgs& args, const ops::QuantVariant& variant) 
     switch (reason) {
       case ops::QuantPickReason::twin_fills_device:
       case ops::QuantPickReason::twin_too_few_ctas:
+      case ops::QuantPickReason::shared_small_grid:
         return " (" + ops::fp8_quant_hopper_grid_text(args.m, args.k, device.sm_count) + ")";
       case ops::QuantPickReason::device_prefers_family:
       case ops::QuantPickReason::device_prefers_shared: return " (" + ops::quant_device_rule_text(device) + ")";

@@ -280,8 +280,8 @@ kiln_status kiln_quant_scales_bytes(const kiln_quant_params* params, uint64_t m,
  * Resolves the variant on the service's device now (compiles or loads its module; nothing else),
  * so that a later kiln_quant() (in a CUDA graph capture, on a latency path) finds it in memory.
  * Every kernel a call of the variant can run on this device is loaded (for the default variant:
- * the twin on sm_90, and the shared kernel or the family module, whichever the device's rule
- * prefers, plus the family module for the calls the seed kernels cannot take).
+ * the twin on sm_90, the shared kernel, and the family module, which also takes the calls the seed
+ * kernels cannot).
  * KILN_ERROR_INVALID_ARGUMENT for an impossible combination (the message names the parameter and
  * the allowed values); KILN_ERROR_UNAVAILABLE when the device lacks a kernel a call of it can need.
  */
@@ -327,6 +327,7 @@ kiln_status kiln_quant(kiln_service* service, const kiln_quant_params* params, c
 #define KILN_QUANT_WHY_ONE_GROUP_LEVER_OFF 13  /**< two groups per slot: KILN_Q_ONE_GROUP=0 */
 #define KILN_QUANT_WHY_SM_COUNT_UNKNOWN 14     /**< two groups per slot: the SM count is unknown */
 #define KILN_QUANT_WHY_ONLY_KERNEL 15          /**< the variant's only kernel for this call */
+#define KILN_QUANT_WHY_SHARED_SMALL_GRID 16    /**< below the CTA floor: the shared kernel, the faster there */
 
 /**
  * Which kernel a kiln_quant() call of `params` with 16-byte aligned `x` and `q` runs on this

@@ -16,7 +16,8 @@ static_assert(sizeof(kiln_quant_pick) == KILN_QUANT_PICK_V1_SIZE, "kiln_quant_pi
 static_assert(KILN_QUANT_KERNEL_COUNT == ops::QUANT_KERNEL_COUNT && KILN_QUANT_KERNEL_FAMILY_ONE_GROUP ==
                   static_cast<int>(ops::QuantKernel::family_one_group),
               "kiln.h's kernel kinds are QuantKernel's values");
-static_assert(KILN_QUANT_WHY_ONLY_KERNEL + 1 == ops::QUANT_PICK_REASON_COUNT &&
+static_assert(KILN_QUANT_WHY_SHARED_SMALL_GRID + 1 == ops::QUANT_PICK_REASON_COUNT &&
+                  KILN_QUANT_WHY_SHARED_SMALL_GRID == static_cast<int>(ops::QuantPickReason::shared_small_grid) &&
                   KILN_QUANT_WHY_ONLY_KERNEL == static_cast<int>(ops::QuantPickReason::only_kernel) &&
                   KILN_QUANT_WHY_DEVICE_PREFERS_FAMILY == static_cast<int>(ops::QuantPickReason::device_prefers_family),
               "kiln.h's reasons are QuantPickReason's values");

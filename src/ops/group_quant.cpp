@@ -203,13 +203,12 @@ GroupQuant GroupQuant::resolve(GpuBackend& gpu, const QuantVariant& variant) {
   if (kernels[static_cast<std::size_t>(QuantKernel::twin)])
     resolved.twin_ = try_target_kernel(gpu, FP8_QUANT_HOPPER_MODULE, FP8_QUANT_HOPPER_ENTRY);
   if (kernels[static_cast<std::size_t>(QuantKernel::shared)]) {
-    // Why only the kernel the rule prefers: a call never runs the other one on this device (the
-    // shared kernel also runs where the family module failed to load, and then asks for itself).
-    if (resolved.prefers_shared_) {
-      resolved.shared_ = try_kernel(gpu, FP8_QUANT_MODULE, FP8_QUANT_ENTRY);
-      if (resolved.shared_.loaded()) resolved.shared_pdl_ = try_kernel(gpu, FP8_QUANT_MODULE, FP8_QUANT_PDL_ENTRY);
-      return resolved;
-    }
+    // The shared kernel takes the small grids on every device. Why the family module only without
+    // the twin and where the rule does not prefer the shared kernel: elsewhere no call the seed
+    // kernels take runs it, and the others (another eps, strided rows) load it when they come.
+    resolved.shared_ = try_kernel(gpu, FP8_QUANT_MODULE, FP8_QUANT_ENTRY);
+    if (resolved.shared_.loaded()) resolved.shared_pdl_ = try_kernel(gpu, FP8_QUANT_MODULE, FP8_QUANT_PDL_ENTRY);
+    if (resolved.twin_.loaded() || resolved.prefers_shared_) return resolved;
   }
   resolved.kernel_ = gpu.try_kernel(module, QUANT_ENTRY);
   // Why only after the shipped entry loaded: both come from one module, and asking again after a
@@ -235,8 +234,7 @@ bool GroupQuant::available() const noexcept { return kernel_.loaded() || twin_.l
 bool GroupQuant::prepare(GpuBackend& gpu) const {
   if (!available()) return false;
   const bool family = kernel_.loaded() || gpu.try_kernel(variant_.module_name(), QUANT_ENTRY).loaded();
-  const bool shared = !quant_kernels_of(variant_)[static_cast<std::size_t>(QuantKernel::shared)] || !prefers_shared_ ||
-                      shared_.loaded();
+  const bool shared = !quant_kernels_of(variant_)[static_cast<std::size_t>(QuantKernel::shared)] || shared_.loaded();
   return family && shared;
 }
 
@@ -248,8 +246,8 @@ QuantPickInputs GroupQuant::inputs_of(const GpuBackend& gpu, const QuantArgs& ar
   in.seed_call = seed_call(args);
   in.twin_aligned = aligned(args.x, 16) && aligned(args.q, 16);
   in.twin_present = twin_.loaded();
-  // Why: where the rule prefers the shared kernel but it did not load, the family kernel runs.
-  in.shared_present = shared_.loaded() || !prefers_shared_;
+  // Why: where the shared kernel did not load, the family kernel runs instead.
+  in.shared_present = shared_.loaded();
   in.prefers_shared = prefers_shared_;
   in.twin_lever = fp8_act_quant_hopper_enabled();
   in.one_group_lever = quant_one_group_lever();

@@ -39,6 +39,8 @@ std::string_view to_string(QuantPickReason reason) {
     case QuantPickReason::one_group_lever_off: return "two groups per slot: KILN_Q_ONE_GROUP=0";
     case QuantPickReason::sm_count_unknown: return "two groups per slot: the device's SM count is unknown";
     case QuantPickReason::only_kernel: return "the variant's only kernel for this call";
+    case QuantPickReason::shared_small_grid:
+      return "the grid is below the CTA floor, where the shared kernel's CTAs all start at once: the shared kernel runs";
   }
   return "unknown";
 }
@@ -133,14 +135,19 @@ QuantPick GroupQuant::pick_with(const QuantVariant& variant, const QuantPickInpu
       chosen.why[index(other)] = QuantPickReason::twin_fills_device;
     return chosen;
   }
-  if (in.prefers_shared && in.shared_present) {
+  // Why the seed's floor for the shared kernel too: below it every CTA of the shared grid starts at
+  // once, and the shared kernel took 2-5% less than the family kernel there on the H100 (M <= 16;
+  // docs/performance.md, "The shared kernel and the family kernel"); above it CTA starts bound it.
+  const bool small_grid = fp8_quant_hopper_ctas(m, k) < fp8_quant_min_ctas(in.sm_count);
+  if ((small_grid || in.prefers_shared) && in.shared_present) {
+    const QuantPickReason reason = small_grid ? QuantPickReason::shared_small_grid : QuantPickReason::device_prefers_shared;
     chosen.kernel = QuantKernel::shared;
     chosen.grid = fp8_quant_grid(false, m, k);
     chosen.block = 128;
     chosen.entry = FP8_QUANT_ENTRY;
-    chosen.why[index(QuantKernel::shared)] = QuantPickReason::device_prefers_shared;
+    chosen.why[index(QuantKernel::shared)] = reason;
     chosen.why[index(QuantKernel::family_two_groups)] = QuantPickReason::not_shipped;
-    chosen.why[index(QuantKernel::family_one_group)] = QuantPickReason::device_prefers_shared;
+    chosen.why[index(QuantKernel::family_one_group)] = reason;
     return chosen;
   }
   pick_family(variant, in, chosen);

@@ -193,10 +193,17 @@ def test_default_variant_one_pick(kiln):
     assert out['grid'] == twin_grid(4096, 7168)[0] and out['block'] == [128, 1, 1], out
     plain = json.loads(pick(kiln, '--m', 4096, '--k', 7168, '--twin', 'on', '--arch', 'sm_90a', '--json').stdout)
     assert plain == out, 'without --variant: the default variant'
-    small = variant_pick(kiln, 'per_token_group_quant', 1, 7168, '--twin', 'on', '--arch', 'sm_90a')
-    assert small['kernel'] == 'family (one group per slot)' and small['block'] == [256, 1, 1], small
-    assert small['candidates'][0]['why'].startswith("the twin's grid is below the CTA floor"), small
-    assert 'too slowly for its memory' in small['why'] and '0.13x' in small['why'], small
+    # Below the floor, on any target, the shared kernel: all its CTAs start at once there.
+    for arch in ('sm_90a', 'compute_80'):
+        small = variant_pick(kiln, 'per_token_group_quant', 1, 7168, '--twin', 'on', '--arch', arch)
+        assert small['kernel'] == 'shared' and small['block'] == [128, 1, 1] and small['grid'] == [1, 56, 1], small
+        assert small['why'].startswith('the grid is below the CTA floor'), small
+        assert '4 CTAs for 56 K-groups' in small['why'] and 'floor 40' in small['why'], small
+        assert small['candidates'][3]['why'] == small['why'], small
+    twin_why = variant_pick(kiln, 'per_token_group_quant', 1, 7168, '--twin', 'on', '--arch', 'sm_90a')
+    assert twin_why['candidates'][0]['why'].startswith("the twin's grid is below the CTA floor"), twin_why
+    large = variant_pick(kiln, 'per_token_group_quant', 4096, 7168, '--arch', 'compute_80')
+    assert 'too slowly for its memory' in large['why'] and '0.13x' in large['why'], large
     # A target without the hopper family: the twin is absent, whatever the lever says.
     for gpu in ('a100', 'l40s', 'rtx4090', 'h100', 'h200', 'b200', 'rtx5090', 'gb10'):
         out = variant_pick(kiln, 'per_token_group_quant', 4096, 7168, '--twin', 'on', '--arch', 'compute_80',
@@ -210,7 +217,7 @@ def test_default_variant_one_pick(kiln):
     assert out['candidates'][1]['why'].startswith('the call is outside the seed kernels'), out
     # The text names the kernel, its grid and each other candidate.
     text = pick(kiln, '--m', 1, '--k', 7168, '--arch', 'sm_90a', '--twin', 'on').stdout
-    assert 'kernel: per_token_group_quant (family (one group per slot))' in text and 'not twin:' in text, text
+    assert 'kernel: per_token_group_quant_fp8 (shared)' in text and 'not twin:' in text, text
     done = pick(kiln, '--m', 1, '--k', 7168, '--gpu', 'v100')
     assert done.returncode == 2 and '--gpu' in done.stderr and 'a100' in done.stderr, done.stderr
     done = pick(kiln, '--m', 1, '--k', 7168, '--arch', 'sm_1')

@@ -353,20 +353,32 @@ TEST_CASE("the default variant: the seed core decides the twin, the device's rul
     CHECK(why_not(twin, other) == QuantPickReason::twin_fills_device);
   CHECK(twin.twin_asked);
   CHECK_FALSE(twin.twin_reject.has_value());
-  // Below the floor, or without the twin, the rule: here the family kernel (one group per slot).
+  // Below the floor the shared kernel, whose CTAs all start at once there.
   const QuantPick small = GroupQuant::pick_with(seed, call(1, 7168));
-  CHECK(small.kernel == QuantKernel::family_one_group);
-  CHECK(small.entry == QUANT_ENTRY);
-  CHECK(small.grid == GroupQuant::grid(seed, 1, 7168, 1));
-  CHECK(small.reason() == QuantPickReason::device_prefers_family);
+  CHECK(small.kernel == QuantKernel::shared);
+  CHECK(small.entry == FP8_QUANT_ENTRY);
+  CHECK(small.grid == fp8_quant_grid(false, 1, 7168));
+  CHECK(small.reason() == QuantPickReason::shared_small_grid);
   CHECK(why_not(small, QuantKernel::twin) == QuantPickReason::twin_too_few_ctas);
-  CHECK(why_not(small, QuantKernel::shared) == QuantPickReason::device_prefers_family);
+  CHECK(why_not(small, QuantKernel::family_one_group) == QuantPickReason::shared_small_grid);
   CHECK(why_not(small, QuantKernel::family_two_groups) == QuantPickReason::not_shipped);
   CHECK(small.twin_reject == Fp8HopperReject::too_few_ctas);
+  // The floor is the seed's, whichever device: 11 rows at K = 7168 stay below 40 CTAs, 12 do not.
+  QuantPickInputs edge = call(11, 7168);
+  edge.twin_present = false;
+  CHECK(GroupQuant::pick_with(seed, edge).kernel == QuantKernel::shared);
+  edge.m = 12;
+  CHECK(GroupQuant::pick_with(seed, edge).kernel == QuantKernel::family_one_group);
+  // Above it without the twin, the device's rule: here the family kernel (one group per slot).
   QuantPickInputs no_twin = call(4096, 7168);
   no_twin.twin_present = false;
-  CHECK(why_not(GroupQuant::pick_with(seed, no_twin), QuantKernel::twin) == QuantPickReason::absent);
-  CHECK(GroupQuant::pick_with(seed, no_twin).kernel == QuantKernel::family_one_group);
+  const QuantPick large = GroupQuant::pick_with(seed, no_twin);
+  CHECK(why_not(large, QuantKernel::twin) == QuantPickReason::absent);
+  CHECK(large.kernel == QuantKernel::family_one_group);
+  CHECK(large.entry == QUANT_ENTRY);
+  CHECK(large.grid == GroupQuant::grid(seed, 4096, 7168, 1));
+  CHECK(large.reason() == QuantPickReason::device_prefers_family);
+  CHECK(why_not(large, QuantKernel::shared) == QuantPickReason::device_prefers_family);
   // The rule preferring the shared kernel: it runs where the twin does not.
   QuantPickInputs shared_device = no_twin;
   shared_device.prefers_shared = true;
@@ -376,12 +388,14 @@ TEST_CASE("the default variant: the seed core decides the twin, the device's rul
   CHECK(shared.grid == fp8_quant_grid(false, 4096, 7168));
   CHECK(shared.reason() == QuantPickReason::device_prefers_shared);
   CHECK(why_not(shared, QuantKernel::family_one_group) == QuantPickReason::device_prefers_shared);
-  // ... unless it did not load: the family kernel, as the variant's only kernel left.
+  // ... unless it did not load: the family kernel, as the variant's only kernel left, small grids too.
   shared_device.shared_present = false;
   const QuantPick fallback = GroupQuant::pick_with(seed, shared_device);
   CHECK(fallback.kernel == QuantKernel::family_one_group);
   CHECK(why_not(fallback, QuantKernel::shared) == QuantPickReason::absent);
   CHECK(fallback.reason() == QuantPickReason::only_kernel);
+  shared_device.m = 1;
+  CHECK(GroupQuant::pick_with(seed, shared_device).kernel == QuantKernel::family_one_group);
   // The seed core's reject order holds: lever off, then misaligned pointers.
   QuantPickInputs lever_off = call(4096, 7168);
   lever_off.twin_lever = false;
@@ -451,6 +465,7 @@ TEST_CASE("every pick's grid is its kernel's, and only variants whose module has
       if (k % v.group != 0) continue;
       QuantPickInputs in = call(m, k);
       in.twin_present = false;
+      in.shared_present = false;  // the family kernel for every call of every variant
       const QuantPick pick = GroupQuant::pick_with(v, in);
       INFO(v.module_name() << " m=" << m << " k=" << k);
       REQUIRE(pick.family());

@@ -133,39 +133,43 @@ ops::QuantArgs seed_call(std::uint64_t k) {
 
 }  // namespace
 
-TEST_CASE("the seed variant loads the kernels its calls can run here: the twin and the family module, not the shared kernel") {
+TEST_CASE("the seed variant loads the kernels its calls can run here: with the twin, not the family module") {
   Fixture f;  // sm_90, no clock figures: the rule prefers the family kernel
   const ops::GroupQuant seed = f.service->group_quant(ops::QuantVariant{});
   REQUIRE(seed.available());
   CHECK(seed.twin().loaded());
-  CHECK(f.files.provided(SEED_FAMILY_MODULE) == 1);
-  CHECK(f.files.provided(SHARED_MODULE) == 0);
-  REQUIRE(seed.prepare(f.service->gpu()));
-  CHECK(f.files.provided(SHARED_MODULE) == 0);
-  ops::QuantArgs other_eps = seed_call(128);
-  other_eps.eps = 1e-6f;
-  const ops::QuantLaunch launched = seed.launch(f.service->gpu(), other_eps);
-  CHECK(launched.pick.kernel == ops::QuantKernel::family_one_group);
-  CHECK(launched.pick.why_not(ops::QuantKernel::twin) == ops::QuantPickReason::outside_seed_kernels);
-  CHECK(launched.kernel == seed.kernel());
-  // One row is below the twin's floor: the family kernel; 4096 rows fill the device: the twin.
-  CHECK(seed.launch(f.service->gpu(), seed_call(7168)).pick.kernel == ops::QuantKernel::family_one_group);
+  CHECK(f.files.provided(SHARED_MODULE) == 1);
+  CHECK(f.files.provided(SEED_FAMILY_MODULE) == 0);
+  // One row is below the twin's floor: the shared kernel; 4096 rows fill the device: the twin.
+  const ops::QuantLaunch small = seed.launch(f.service->gpu(), seed_call(7168));
+  CHECK(small.pick.kernel == ops::QuantKernel::shared);
+  CHECK(small.pick.reason() == ops::QuantPickReason::shared_small_grid);
   ops::QuantArgs large = seed_call(7168);
   large.m = 4096;
   const ops::QuantLaunch twin = seed.launch(f.service->gpu(), large);
   CHECK(twin.pick.kernel == ops::QuantKernel::twin);
   CHECK(twin.kernel == seed.twin());
+  CHECK(f.files.provided(SEED_FAMILY_MODULE) == 0);
+  // prepare loads the family module, which the calls the seed kernels cannot take need.
+  REQUIRE(seed.prepare(f.service->gpu()));
+  CHECK(f.files.provided(SEED_FAMILY_MODULE) == 1);
+  ops::QuantArgs other_eps = seed_call(128);
+  other_eps.eps = 1e-6f;
+  const ops::QuantLaunch launched = seed.launch(f.service->gpu(), other_eps);
+  CHECK(launched.pick.kernel == ops::QuantKernel::family_one_group);
+  CHECK(launched.pick.why_not(ops::QuantKernel::twin) == ops::QuantPickReason::outside_seed_kernels);
+  CHECK(f.files.provided(SEED_FAMILY_MODULE) == 1);  // found in memory: nothing loaded during the call
   const auto launches = f.fake.launches();
   REQUIRE(launches.size() == 3);
-  CHECK(launches[2].entry == "per_token_group_quant_fp8_hopper");
-  CHECK(launches[2].grid[0] == 4096 * 56 / 16);
-  CHECK(f.files.provided(SEED_FAMILY_MODULE) == 1);  // found in memory: nothing loaded during the calls
-  CHECK(f.files.provided(SHARED_MODULE) == 0);
-  // The caller may still run the shared kernel (A/B runs): it loads then.
-  const ops::QuantLaunch shared = seed.launch_as(f.service->gpu(), large, ops::QuantKernel::shared);
-  CHECK(shared.pick.why_not(ops::QuantKernel::twin) == ops::QuantPickReason::chosen_by_caller);
-  CHECK(f.files.provided(SHARED_MODULE) == 1);
-  CHECK(f.fake.launches().back().entry == "per_token_group_quant_fp8");
+  CHECK(launches[0].entry == "per_token_group_quant_fp8");
+  CHECK(launches[0].grid[1] == 56);
+  CHECK(launches[1].entry == "per_token_group_quant_fp8_hopper");
+  CHECK(launches[1].grid[0] == 4096 * 56 / 16);
+  CHECK(launches[2].entry == "per_token_group_quant");
+  // The caller may name any kernel the call suits (A/B runs).
+  const ops::QuantLaunch family = seed.launch_as(f.service->gpu(), large, ops::QuantKernel::family_one_group);
+  CHECK(family.pick.why_not(ops::QuantKernel::twin) == ops::QuantPickReason::chosen_by_caller);
+  CHECK(f.fake.launches().back().entry == "per_token_group_quant");
   CHECK_THAT(error_of([&] { seed.launch_as(f.service->gpu(), other_eps, ops::QuantKernel::twin); }),
              Catch::Contains("'kernel'") && Catch::Contains("outside the seed kernels"));
   CHECK_THAT(error_of([&] { seed.launch_as(f.service->gpu(), large, ops::QuantKernel::family_two_groups); }),
@@ -177,15 +181,15 @@ TEST_CASE("the seed variant with PDL: the twin, the shared kernel's PDL entry an
   const ops::GroupQuant seed = f.service->group_quant(ops::QuantVariant{});
   ops::QuantArgs call = seed_call(7168);
   call.options.programmatic_dependent = true;
-  seed.launch(f.service->gpu(), call);  // one row: the family kernel
+  seed.launch(f.service->gpu(), call);  // one row: the shared kernel, as its PDL entry
   call.m = 4096;
   seed.launch(f.service->gpu(), call);  // the twin
-  seed.launch_as(f.service->gpu(), call, ops::QuantKernel::shared);
+  seed.launch_as(f.service->gpu(), call, ops::QuantKernel::family_one_group);
   const auto launches = f.fake.launches();
   REQUIRE(launches.size() == 3);
-  CHECK(launches[0].entry == "per_token_group_quant");
+  CHECK(launches[0].entry == "per_token_group_quant_fp8_pdl");
   CHECK(launches[1].entry == "per_token_group_quant_fp8_hopper");
-  CHECK(launches[2].entry == "per_token_group_quant_fp8_pdl");
+  CHECK(launches[2].entry == "per_token_group_quant");
   for (const auto& launch : launches) CHECK(launch.dependent);
 }
 
@@ -194,7 +198,10 @@ TEST_CASE("the seed variant without the twin (sm_80): the family kernel, a row p
   const ops::GroupQuant seed = f.service->group_quant(ops::QuantVariant{});
   REQUIRE(seed.available());
   CHECK_FALSE(seed.twin().loaded());
-  CHECK(f.files.provided(SHARED_MODULE) == 0);
+  // The shared kernel for the small grids, the family module for the rest.
+  CHECK(f.files.provided(SHARED_MODULE) == 1);
+  CHECK(f.files.provided(SEED_FAMILY_MODULE) == 1);
+  CHECK(seed.launch(f.service->gpu(), seed_call(7168)).pick.kernel == ops::QuantKernel::shared);
   const std::uint64_t k = 128ull * (ops::FP8_QUANT_MAX_GRID_Y + 1);
   CHECK_NOTHROW(ops::GroupQuant::check(ops::QuantVariant{}, seed_call(k)));
   const ops::QuantLaunch past = seed.launch(f.service->gpu(), seed_call(k));
@@ -214,7 +221,7 @@ TEST_CASE("the seed variant without its family module: prepare says so, and a ca
   Fixture f;
   f.files.fail(SEED_FAMILY_MODULE);
   const ops::GroupQuant seed = f.service->group_quant(ops::QuantVariant{});
-  REQUIRE(seed.available());  // the twin
+  REQUIRE(seed.available());  // the twin and the shared kernel
   CHECK_FALSE(seed.prepare(f.service->gpu()));
   ops::QuantArgs large = seed_call(7168);
   large.m = 4096;

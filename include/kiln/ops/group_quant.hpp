@@ -105,9 +105,9 @@ class GroupQuant {
  public:
   GroupQuant() = default;
   /// Resolves `variant` on `gpu`, loading only what its calls can run: for the seed variant the
-  /// twin where the target carries it, and the shared kernel or its family module, whichever the
-  /// device's rule prefers (the other is loaded by the first call that needs it, or by prepare());
-  /// any other variant, its own module. Throws kiln::Error for an impossible variant, before any
+  /// twin where the target carries it, the shared kernel (the small grids), and its family module
+  /// where neither the twin nor the device's rule takes the large grids (elsewhere the first call
+  /// that needs it loads it, or prepare()); any other variant, its own module. Throws kiln::Error for an impossible variant, before any
   /// compile.
   static GroupQuant resolve(GpuBackend& gpu, const QuantVariant& variant);
 

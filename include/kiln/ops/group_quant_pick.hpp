@@ -6,8 +6,9 @@
 /// The candidates, in the order the pick weighs them:
 /// - the seed's Hopper twin: the seed variant only, on targets that carry the hopper family; the
 ///   seed core (`Fp8ActQuant::pick_with`, its reject order and CTA floor) decides it;
-/// - the seed's shared kernel: the seed variant only, where the device's rule says its CTA starts
-///   keep up with the memory (quant_prefers_shared, src/ops/quant_device_rule.hpp);
+/// - the seed's shared kernel: the seed variant only, below the seed's CTA floor (where its CTAs all
+///   start at once and it is the faster), and wherever the device's rule says its CTA starts keep up
+///   with the memory (quant_prefers_shared, src/ops/quant_device_rule.hpp);
 /// - the family kernel with two groups per slot, for the variants that ship it;
 /// - the family kernel with one group per slot: `per_token_group_quant_one_group` of a variant that
 ///   ships two, or the only family kernel of a variant that ships one. The variants that ship two
@@ -70,8 +71,9 @@ enum class QuantPickReason : std::uint8_t {
   one_group_lever_off,    ///< KILN_Q_ONE_GROUP=0: two groups per slot
   sm_count_unknown,       ///< the device's SM count is unknown: two groups per slot
   only_kernel,            ///< the variant's only kernel for this call
+  shared_small_grid,      ///< below the CTA floor every CTA starts at once: the shared kernel runs
 };
-inline constexpr std::size_t QUANT_PICK_REASON_COUNT = 16;
+inline constexpr std::size_t QUANT_PICK_REASON_COUNT = 17;
 
 /// The reason in words (for logs, `kiln pick`, kiln.h's pick struct and `kiln-bench`).
 std::string_view to_string(QuantPickReason reason);
