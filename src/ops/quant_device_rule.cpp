@@ -11,7 +11,7 @@ QuantDeviceFigures figures_of(const DeviceInfo& device) {
 }
 
 double shared_kernel_bytes_per_second(const QuantDeviceFigures& figures) {
-  return double{figures.sm_count} * figures.clock_khz * 1e3 * SHARED_KERNEL_BYTES_PER_SM_CYCLE;
+  return static_cast<double>(figures.sm_count) * figures.clock_khz * 1e3 * SHARED_KERNEL_BYTES_PER_SM_CYCLE;
 }
 
 double memory_bytes_per_second(const QuantDeviceFigures& figures) {
