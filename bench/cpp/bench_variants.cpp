@@ -2,6 +2,8 @@
 // timed as the arms (batches of 10 behind a spin, inputs rotated over 2x L2).
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -145,6 +147,7 @@ void run_variants(const BenchPlan& plan, GpuSession& gpu, double ceiling_gbps, R
   table.numbers = false;
   // Why a copy row per K: what any kernel moving a 16-bit variant's bytes (3MK) can reach at each
   // size, launch, ramp-up and drain included, next to the variants that move them.
+  std::map<std::pair<std::uint32_t, std::uint32_t>, double> copy_fraction;  // (k, m)
   for (std::uint32_t k : variant_ks()) {
     std::vector<std::string> cells{"copy of 3MK bytes", std::to_string(k)};
     nlohmann::json record{{"variant", "copy"}, {"k", k}, {"points", nlohmann::json::array()}};
@@ -152,6 +155,7 @@ void run_variants(const BenchPlan& plan, GpuSession& gpu, double ceiling_gbps, R
       const double moved = 3.0 * m * k;
       const double us = copy_us(gpu, moved, plan.variant_launches);
       const double fraction = moved / (us * 1e-6) / 1e9 / ceiling_gbps;
+      copy_fraction[{k, m}] = fraction;
       cells.push_back(fixed(us, 2) + " (" + fixed(100 * fraction, 0) + "%)");
       record["points"].push_back({{"m", m}, {"us", us}, {"of_ceiling", fraction}, {"bytes", moved}});
     }
@@ -163,6 +167,8 @@ void run_variants(const BenchPlan& plan, GpuSession& gpu, double ceiling_gbps, R
   const std::vector<VariantPoint> points = time_every_point(plan, gpu, variants, ceiling_gbps);
   double worst = std::numeric_limits<double>::infinity();
   std::string worst_at;
+  double worst_to_copy = std::numeric_limits<double>::infinity();
+  std::string worst_to_copy_at;
   for (std::size_t vi = 0; vi < variants.size(); ++vi) {
     const ops::QuantVariant& v = variants[vi];
     for (std::size_t ki = 0; ki < ks.size(); ++ki) {
@@ -179,9 +185,16 @@ void run_variants(const BenchPlan& plan, GpuSession& gpu, double ceiling_gbps, R
                                     {"of_ceiling", point.fraction},
                                     {"bytes", moved_bytes(v, m, k)},
                                     {"one_group", point.one_group}});
-        if (static_cast<double>(m) * k >= LARGE_ELEMENTS && point.fraction < worst) {
+        if (static_cast<double>(m) * k < LARGE_ELEMENTS) continue;
+        const std::string at = v.module_name() + " at " + std::to_string(m) + " x " + std::to_string(k);
+        if (point.fraction < worst) {
           worst = point.fraction;
-          worst_at = v.module_name() + " at " + std::to_string(m) + " x " + std::to_string(k);
+          worst_at = at;
+        }
+        const double to_copy = point.fraction / copy_fraction.at({k, m});
+        if (to_copy < worst_to_copy) {
+          worst_to_copy = to_copy;
+          worst_to_copy_at = at;
         }
       }
       table.add(cells, record);
@@ -191,6 +204,11 @@ void run_variants(const BenchPlan& plan, GpuSession& gpu, double ceiling_gbps, R
   report.add_target({"every variant, M*K >= 32e6: worst fraction of the copy ceiling",
                      fixed(100 * worst, 1) + "% (" + worst_at + ")", ">= 90%", worst >= 0.90,
                      {{"fraction", worst}, {"at", worst_at}}});
+  // Why against the copy at the same shape too: at the smaller of these sizes no kernel reaches the
+  // ceiling (a copy of 3MK bytes at 2048 x 18432 takes about 92% of it).
+  report.add_target({"every variant, M*K >= 32e6: worst speed as a fraction of the copy at the same shape",
+                     fixed(100 * worst_to_copy, 1) + "% (" + worst_to_copy_at + ")", ">= 90%", worst_to_copy >= 0.90,
+                     {{"fraction", worst_to_copy}, {"at", worst_to_copy_at}}});
 }
 
 }  // namespace kiln::bench

@@ -3,7 +3,9 @@
 #   bench/explore/family_geometry.sh build DIR   compile every configuration below into DIR (nvcc, any machine)
 #   bench/explore/family_geometry.sh run DIR [M K ...]  run each on the GPU (one table per build; shapes as
 #                                        pairs, default family_geometry.cu's set)
-# FAMILY_GEOMETRY_ONLY=REGEX picks configurations by name (both modes).
+# FAMILY_GEOMETRY_ONLY=REGEX picks configurations by name (both modes). FAMILY_GEOMETRY_ARCH (default
+# sm_90a) is nvcc's -arch: compute_80 embeds PTX only, which the driver finishes, as kiln's
+# KILN_ARCH=compute_80 does.
 # A configuration is a name and its -D flags; the family's variant parameters are kiln's
 # (KILN_Q_IN 0 bf16 1 fp16 2 fp32, KILN_Q_OUT 0 e4m3 1 int8, KILN_Q_SCALES 0 row 1 col 2 col_tma 3 packed).
 set -euo pipefail
@@ -96,6 +98,14 @@ configs=(
   "ship_int8silu64col:$(family 0 64 1 1 0 1)"
   "ship_silu32packed:$(family 0 32 0 3 1 1)"
   "ship_fp32col32:$(family 2 32 0 1 0 0)"
+  # Without the sm_89 conversion (FAMILY_GEOMETRY_ARCH=compute_80) e4m3 takes more registers: the
+  # column-major kernels spill 8 bytes at 32 (8 CTAs), and packed two-group kernels take 64.
+  "ship_packed128:$(family 0 128 0 3 1 0)"
+  "packed128_i1_occ6:$(family 0 128 0 3 1 0) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=6"
+  "packed32_i1_occ6:$(family 0 32 0 3 1 0) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=6"
+  "col128_i1_occ6:$(family 0 128 0 1 0 0) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=6"
+  "ship_fp16coltma128:$(family 1 128 0 2 0 0)"
+  "fp16coltma128_i1_occ6:$(family 1 128 0 2 0 0) -DKILN_Q_ITEMS=1 -DKILN_Q_MIN_CTAS=6"
 )
 # FAMILY_GEOMETRY_ONLY: an extended regular expression; only the configurations it matches.
 if [ -n "${FAMILY_GEOMETRY_ONLY:-}" ]; then
@@ -113,7 +123,7 @@ for config in "${configs[@]}"; do
   case $mode in
     build)
       # shellcheck disable=SC2086 # flags are words
-      nvcc -O3 -std=c++17 -arch=sm_90a -I "$root/kernels_src/common" -I "$root/include" $flags "$root/bench/explore/family_geometry.cu" \
+      nvcc -O3 -std=c++17 -arch="${FAMILY_GEOMETRY_ARCH:-sm_90a}" -I "$root/kernels_src/common" -I "$root/src" $flags "$root/bench/explore/family_geometry.cu" \
         -o "$dir/$name" &
       # Why two at a time: the CPU machine has two cores.
       while [ "$(jobs -rp | wc -l)" -ge "${NVCC_JOBS:-2}" ]; do wait -n; done

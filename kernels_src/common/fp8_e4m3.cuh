@@ -34,28 +34,37 @@ static_assert(ABSMAX_EPS / E4M3_MAX >= RECIPROCAL_MIN_SCALE, "group_divisor skip
 KILN_FP8_FN float float_of_bits(unsigned u) { return __uint_as_float(u); }
 KILN_FP8_FN unsigned bits_of_float(float f) { return __float_as_uint(f); }
 KILN_FP8_FN float add_rn(float a, float b) { return __fadd_rn(a, b); }
+KILN_FP8_FN float min_f(float a, float b) { return fminf(a, b); }
+KILN_FP8_FN float max_f(float a, float b) { return fmaxf(a, b); }
+KILN_FP8_FN float abs_f(float a) { return fabsf(a); }
 #else
 KILN_FP8_FN float float_of_bits(unsigned u) { return __builtin_bit_cast(float, u); }
 KILN_FP8_FN unsigned bits_of_float(float f) { return __builtin_bit_cast(unsigned, f); }
 KILN_FP8_FN float add_rn(float a, float b) { return a + b; }
+KILN_FP8_FN float min_f(float a, float b) { return __builtin_fminf(a, b); }
+KILN_FP8_FN float max_f(float a, float b) { return __builtin_fmaxf(a, b); }
+KILN_FP8_FN float abs_f(float a) { return __builtin_fabsf(a); }
 #endif
 
-// e4m3 of the float with bits `u`, not NaN, round to nearest even, saturating at 448 (infinity
-// included). One float addition rounds: |x| plus 2^(e + 20), e the exponent of |x| (at least -6,
-// where e4m3 turns subnormal), keeps exactly e4m3's 3 fraction bits (2^-9 steps below 2^-6), so the
-// sum's low bits minus the addend's are the rounded mantissa, a carry into the next binade included.
-// Why not integer rounding with a branch per range: without the sm_89 instruction this runs per
-// element, and the branches cost about twice the instructions.
-KILN_FP8_FN unsigned e4m3_from_non_nan_bits(unsigned u) {
-  constexpr unsigned SATURATED = 0x43e00000u;        // 448
+// The e4m3 code of |v| without its sign, v not NaN, round to nearest even, saturating at 448
+// (infinity included). One float addition rounds: |v| plus 2^(e + 20), e the exponent of |v| (at
+// least -6, where e4m3 turns subnormal), keeps exactly e4m3's 3 fraction bits (2^-9 steps below
+// 2^-6), so the sum's low bits minus the addend's are the rounded mantissa, a carry into the next
+// binade included. Why float min/max: |v| and the clamps are operand modifiers of one instruction
+// each, where integer masks and compares took two more per element; and no branch per range,
+// which cost about twice the instructions.
+KILN_FP8_FN unsigned e4m3_magnitude_code(float v) {
   constexpr unsigned SMALLEST_NORMAL = 0x3c800000u;  // 2^-6
-  const unsigned magnitude = u & 0x7fffffffu;
-  const unsigned a = magnitude < SATURATED ? magnitude : SATURATED;
-  const unsigned exponent = a & 0x7f800000u;
-  const unsigned binade = exponent > SMALLEST_NORMAL ? exponent : SMALLEST_NORMAL;
+  const float a = min_f(abs_f(v), E4M3_MAX);
+  const unsigned binade = bits_of_float(max_f(a, float_of_bits(SMALLEST_NORMAL))) & 0x7f800000u;
   const unsigned addend = binade + (20u << 23);
-  const unsigned sum = bits_of_float(add_rn(float_of_bits(a), float_of_bits(addend)));
-  return ((u >> 24) & 0x80u) | (((binade - SMALLEST_NORMAL) >> 20) + (sum - addend));
+  const unsigned sum = bits_of_float(add_rn(a, float_of_bits(addend)));
+  return sum - addend + ((binade - SMALLEST_NORMAL) >> 20);
+}
+
+// e4m3 of the float with bits `u`, not NaN (e4m3_magnitude_code with the sign of u).
+KILN_FP8_FN unsigned e4m3_from_non_nan_bits(unsigned u) {
+  return ((u >> 24) & 0x80u) | e4m3_magnitude_code(float_of_bits(u));
 }
 
 // e4m3 of the float with bits `u` (OCP E4M3FN), as `cvt.rn.satfinite.e4m3x2.f32` converts it: round
@@ -80,7 +89,10 @@ KILN_FP8_FN unsigned e4m3x2(float lo, float hi) {
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(hi), "f"(lo));
   return pair;
 #else
-  return e4m3_from_non_nan_bits(__float_as_uint(lo)) | (e4m3_from_non_nan_bits(__float_as_uint(hi)) << 8);
+  // Why the signs last: one byte permute gathers both from the floats' top bytes and one
+  // three-input logic op merges them, where each code took a shift, a mask and an or of its own.
+  const unsigned codes = e4m3_magnitude_code(lo) + (e4m3_magnitude_code(hi) << 8);
+  return codes | (__byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x0073) & 0x8080u);
 #endif
 }
 
