@@ -10,6 +10,7 @@
 #include "jit/compiler.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "runtime/module_provider.hpp"
+#include "service_internal.hpp"
 
 namespace kiln {
 
@@ -39,26 +40,23 @@ std::uint32_t variant_key(const ops::QuantVariant& v) {
          (v.group & 0xffffu) << 8;
 }
 
+// Device `ordinal` over the process disk cache and cache path: what Service(ordinal) runs on.
+std::unique_ptr<CudaBackend> process_backend(int ordinal) {
+  return std::make_unique<CudaBackend>(ordinal,
+                                       make_module_provider(process_disk_cache(), Compiler(), process_cache_path().layers));
+}
+
 }  // namespace
 
-Service::Service(int ordinal)
-    : Service(std::make_unique<CudaBackend>(
-                  ordinal, make_module_provider(process_disk_cache(), Compiler(), process_cache_path().layers)),
-              process_disk_cache()) {}
+Service::Service(int ordinal) : parts_(std::make_unique<Parts>(process_backend(ordinal), process_disk_cache())) {}
 
-Service::Service(int ordinal, std::shared_ptr<DiskCache> disk, Compiler compiler)
-    : Service(std::make_unique<CudaBackend>(ordinal, make_module_provider(disk, std::move(compiler))), disk) {}
-
-Service::Service(std::unique_ptr<CudaBackend> backend, std::shared_ptr<DiskCache> disk)
-    : parts_(std::make_unique<Parts>(std::move(backend), std::move(disk))) {}
+Service::Service(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 
 Service::~Service() = default;
 
 GpuBackend& Service::gpu() noexcept { return *parts_->backend; }
 bool Service::available() const noexcept { return parts_->backend->available(); }
 const std::string& Service::unavailable_reason() const noexcept { return parts_->backend->unavailable_reason(); }
-CudaBackend& Service::backend() noexcept { return *parts_->backend; }
-const std::shared_ptr<DiskCache>& Service::disk() const noexcept { return parts_->disk; }
 
 ops::Fp8ActQuant Service::fp8_act_quant() {
   Parts& parts = *parts_;
@@ -96,5 +94,16 @@ ops::GroupQuant Service::group_quant(const ops::QuantVariant& variant) {
 ServiceCounters Service::counters() const {
   return ServiceCounters{parts_->backend->counters(), parts_->disk->counters(), process_remote_cache()->counters()};
 }
+
+InternalService::InternalService(int ordinal) : InternalService(process_backend(ordinal), process_disk_cache()) {}
+
+InternalService::InternalService(int ordinal, std::shared_ptr<DiskCache> disk, Compiler compiler)
+    : InternalService(std::make_unique<CudaBackend>(ordinal, make_module_provider(disk, std::move(compiler))), disk) {}
+
+InternalService::InternalService(std::unique_ptr<CudaBackend> backend, std::shared_ptr<DiskCache> disk)
+    : Service(std::make_unique<Parts>(std::move(backend), std::move(disk))) {}
+
+CudaBackend& InternalService::backend() noexcept { return *parts().backend; }
+const std::shared_ptr<DiskCache>& InternalService::disk() const noexcept { return parts().disk; }
 
 }  // namespace kiln

@@ -20,7 +20,7 @@
 #include "jit/nvrtc.hpp"
 #include "info_deploy.hpp"
 #include "jit/registry.hpp"
-#include "kiln/ops/fp8_act_quant_floor.hpp"
+#include "ops/fp8_act_quant_floor.hpp"
 #include "kiln/ops/group_quant_pick.hpp"
 #include "kiln/ops/quant_launch_options.hpp"
 #include "kiln/version.hpp"

@@ -14,6 +14,7 @@
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "kiln/ops/group_quant.hpp"
 #include "kiln/target.hpp"
+#include "ops/fp8_act_quant_floor.hpp"
 #include "ops/quant_device_rule.hpp"
 
 namespace kiln::cli {
@@ -123,8 +124,11 @@ void print_variant_pick(const PickArgs& args, const ops::QuantVariant& variant) 
     switch (reason) {
       case ops::QuantPickReason::twin_fills_device:
       case ops::QuantPickReason::twin_too_few_ctas:
-      case ops::QuantPickReason::shared_small_grid:
         return " (" + ops::fp8_quant_hopper_grid_text(args.m, args.k, device.sm_count) + ")";
+      case ops::QuantPickReason::shared_small_grid:
+        return " (shared grid " + std::to_string(std::uint64_t{args.m} * (args.k / 128)) + " CTAs, ceiling " +
+               std::to_string(std::uint64_t{ops::QUANT_SHARED_MAX_CTAS_PER_SM} * device.sm_count) + " = " +
+               std::to_string(ops::QUANT_SHARED_MAX_CTAS_PER_SM) + " x " + std::to_string(device.sm_count) + " SMs)";
       case ops::QuantPickReason::device_prefers_family:
       case ops::QuantPickReason::device_prefers_shared: return " (" + ops::quant_device_rule_text(device) + ")";
       case ops::QuantPickReason::one_group_small_grid:

@@ -14,8 +14,9 @@
 #include "driver/primary_context.hpp"
 #include "kiln/error.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
-#include "kiln/ops/fp8_reference.hpp"
+#include "ops/fp8_reference.hpp"
 #include "kiln/service.hpp"
+#include "service_internal.hpp"
 
 namespace kiln::cli {
 
@@ -54,7 +55,7 @@ void run(const SelftestArgs& args) {
   driver::require_entries(api, {"cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemsetD8_v2",
                                 "cuCtxSynchronize"},
                           "kiln selftest");
-  Service service(0);
+  InternalService service(0);
   const auto& quant = service.fp8_act_quant();
   const auto& device = service.backend().device();
   std::printf("selftest on GPU 0 (%s, target %s): shared %s, twin %s\n", device.name.c_str(),

@@ -19,6 +19,7 @@
 #include "driver/driver_api.hpp"
 #include "driver/primary_context.hpp"
 #include "kiln/service.hpp"
+#include "service_internal.hpp"
 
 namespace kiln::bench {
 
@@ -31,7 +32,7 @@ class GpuSession {
   GpuSession(const GpuSession&) = delete;
   GpuSession& operator=(const GpuSession&) = delete;
 
-  Service& service() noexcept { return service_; }
+  InternalService& service() noexcept { return service_; }
   CudaBackend& backend() noexcept { return service_.backend(); }
   const ops::Fp8ActQuant& quant() const noexcept { return quant_; }
   /// The default variant through the one pick (what kiln_quant runs).
@@ -65,7 +66,7 @@ class GpuSession {
   /// Everything the constructor acquired, in reverse; safe on a half-built session.
   void release() noexcept;
 
-  Service service_;
+  InternalService service_;
   std::unique_ptr<driver::PrimaryContext> context_;
   ops::Fp8ActQuant quant_;
   ops::GroupQuant default_quant_;

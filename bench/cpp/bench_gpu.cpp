@@ -12,6 +12,7 @@
 #include "driver/driver_check.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "kiln/ops/group_quant.hpp"
+#include "ops/fp8_act_quant_floor.hpp"
 
 namespace kiln::bench {
 

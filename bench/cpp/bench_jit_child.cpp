@@ -11,6 +11,7 @@
 #include "kiln/error.hpp"
 #include "kiln/ops/group_quant.hpp"
 #include "kiln/service.hpp"
+#include "service_internal.hpp"
 
 namespace kiln::bench {
 
@@ -48,7 +49,7 @@ void run_jit_child(const std::string& mode, bool driver_first, std::int64_t spaw
   }
 
   const std::int64_t start = now_ns();
-  Service service(0);
+  InternalService service(0);
   const std::int64_t constructed = now_ns();
   // The default variant as kiln_quant resolves it: only the kernels its calls can run here.
   const ops::GroupQuant quant = service.group_quant(ops::QuantVariant{});

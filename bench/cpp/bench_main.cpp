@@ -15,7 +15,7 @@
 #include "bench_report.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "jit/nvrtc.hpp"
-#include "kiln/ops/fp8_act_quant_floor.hpp"
+#include "ops/fp8_act_quant_floor.hpp"
 #include "kiln/version.hpp"
 
 namespace kiln::bench {

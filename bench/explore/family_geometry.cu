@@ -3,7 +3,7 @@
 //   KILN_BENCH_KERNEL 0: the family (per_token_group_quant.cu) with its KILN_Q_* parameters and
 //                     KILN_Q_ITEMS (groups per slot); 1: the shared kernel; 2: the Hopper twin
 //   KILN_NO_GRID_DEPENDENCY  the kernel without griddepcontrol (kernels_src/common/grid_dependency.cuh)
-// bench/explore/family_geometry.sh builds the set (nvcc -O3 -std=c++17 -arch=sm_90a -I kernels_src/common -I include)
+// bench/explore/family_geometry.sh builds the set (nvcc -O3 -std=c++17 -arch=sm_90a -I kernels_src/common -I src)
 // and runs it on the GPU. Each run prints, per shape, the median time per launch, GB/s, the fraction
 // of the copy ceiling and an FNV-1a hash of q and the scales, so builds of one variant can be compared
 // byte for byte. Grids are kiln's (kiln::ops::GroupQuant::grid, fp8_quant_grid) for the geometry built.
@@ -17,7 +17,7 @@
 #include <string>
 
 #include "geometry_harness.cuh"
-#include "kiln/ops/tile_divisor.hpp"
+#include "ops/tile_divisor.hpp"
 
 #ifndef KILN_BENCH_KERNEL
 #define KILN_BENCH_KERNEL 0

@@ -12,7 +12,7 @@
 #include "device_buffer.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kiln.h"
-#include "kiln/ops/group_quant_reference.hpp"
+#include "ops/group_quant_reference.hpp"
 #include "kiln/service.hpp"
 
 extern "C" kiln_status quantize_fp8(kiln_service* service, const void* x, void* q, float* scales, uint64_t m,

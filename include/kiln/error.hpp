@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/export.hpp"
+
 namespace kiln {
 
 /// What failed, set where the error is raised. The C ABI's status (docs/embedding.md, "Errors")
@@ -29,7 +31,7 @@ enum class Retry {
 };
 
 /// "internal", "invalid_argument", ... as the enumerator is spelled.
-const char* error_kind_name(ErrorKind kind) noexcept;
+KILN_API const char* error_kind_name(ErrorKind kind) noexcept;
 
 /// Where an error happened, as structured fields so callers and tests need not parse the message.
 struct ErrorContext {
@@ -43,7 +45,9 @@ struct ErrorContext {
   Retry retry = Retry::transient;
 };
 
-class Error : public std::runtime_error {
+// Why KILN_API on the class: its type info must be the library's, or an embedder's
+// `catch (const kiln::Error&)` would not match what the library throws.
+class KILN_API Error : public std::runtime_error {
  public:
   explicit Error(const std::string& message, ErrorContext context = {});
   const ErrorContext& context() const noexcept { return context_; }
@@ -57,14 +61,14 @@ class Error : public std::runtime_error {
 
 /// Out of line so throwing sites stay small. Kind and retry come from `context` (by default
 /// internal and transient).
-[[noreturn]] void throw_error(const std::string& message, ErrorContext context = {});
+[[noreturn]] KILN_API void throw_error(const std::string& message, ErrorContext context = {});
 
 /// As above, with `context.kind` and `context.retry` set to `kind` and `retry`.
-[[noreturn]] void throw_error(ErrorKind kind, Retry retry, const std::string& message, ErrorContext context = {});
+[[noreturn]] KILN_API void throw_error(ErrorKind kind, Retry retry, const std::string& message, ErrorContext context = {});
 
 /// For bad arguments (kind invalid_argument, permanent): names the argument and what was
 /// expected, e.g. `invalid argument 'k': expected a multiple of 128, got 100`.
-[[noreturn]] void throw_invalid_argument(const std::string& argument, const std::string& expected,
-                                         const std::string& got);
+[[noreturn]] KILN_API void throw_invalid_argument(const std::string& argument, const std::string& expected,
+                                                  const std::string& got);
 
 }  // namespace kiln

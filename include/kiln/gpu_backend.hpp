@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "kiln/export.hpp"
 #include "kiln/kernel_handle.hpp"
 #include "kiln/target.hpp"
 
@@ -42,7 +43,8 @@ struct DeviceInfo {
 };
 
 /// One backend per device. Every member is safe to call from many threads.
-class GpuBackend {
+// Why KILN_API: its type info is the library's, so dynamic_cast works across the library boundary.
+class KILN_API GpuBackend {
  public:
   virtual ~GpuBackend() = default;
 

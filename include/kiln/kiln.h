@@ -28,6 +28,12 @@
 extern "C" {
 #endif
 
+/* Why: libkiln is built with hidden visibility; every function declared here is its C ABI and is
+   exported (docs/architecture.md, "What the library exports"). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 /** Version of this ABI: bumped on any incompatible change. Compare with kiln_abi_version(). */
 #define KILN_ABI_VERSION 1u
 
@@ -356,6 +362,10 @@ kiln_status kiln_quant_get_pick(kiln_service* service, const kiln_quant_params* 
 /** Fills `*out` (not NULL, `struct_size` set) with this service's memory-cache counters and the
  *  process's disk-cache and remote-tier counters (v2 fields; a v1-sized struct gets v1 only). */
 kiln_status kiln_service_cache_stats(const kiln_service* service, kiln_cache_stats* out);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 } /* extern "C" */

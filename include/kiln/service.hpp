@@ -13,29 +13,20 @@
 
 #include "kiln/counters.hpp"
 #include "kiln/error.hpp"
+#include "kiln/export.hpp"
 #include "kiln/gpu_backend.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "kiln/ops/group_quant.hpp"
 
 namespace kiln {
 
-// Internal parts (src/): a Service's test and tool constructors and accessors name them; embedders
-// need neither their headers nor their definitions.
-class CudaBackend;
-class DiskCache;
-class Compiler;
-
-class Service {
+class KILN_API Service {
  public:
   /// Device `ordinal` of the process driver, with the process disk cache and a Compiler reading
   /// KILN_LINEINFO. Without a driver or device the service exists and every handle is 0
   /// (`unavailable_reason()` says why). Throws kiln::Error on a negative ordinal or one past the
   /// device count, and on a bad KILN_ARCH.
   explicit Service(int ordinal = 0);
-  /// For tests and tools: explicit disk cache and compiler.
-  Service(int ordinal, std::shared_ptr<DiskCache> disk, Compiler compiler);
-  /// For tests: an explicit backend (a fake driver's) and disk cache.
-  Service(std::unique_ptr<CudaBackend> backend, std::shared_ptr<DiskCache> disk);
   /// Unloads this device's modules and releases its primary context.
   ~Service();
   Service(const Service&) = delete;
@@ -59,13 +50,14 @@ class Service {
   ops::GroupQuant group_quant(const ops::QuantVariant& variant);
   ServiceCounters counters() const;
 
-  /// Internal parts, for kiln's own tools and tests (src/runtime/cuda_backend.hpp,
-  /// src/cache/disk/disk_cache.hpp).
-  CudaBackend& backend() noexcept;
-  const std::shared_ptr<DiskCache>& disk() const noexcept;
+ protected:
+  // Why protected: kiln's own tools and tests build a Service from explicit parts and reach them
+  // (InternalService, src/service_internal.hpp); embedders need neither.
+  struct Parts;
+  explicit Service(std::unique_ptr<Parts> parts);
+  Parts& parts() const noexcept { return *parts_; }
 
  private:
-  struct Parts;
   std::unique_ptr<Parts> parts_;
 };
 

@@ -8,11 +8,13 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/export.hpp"
+
 namespace kiln {
 
 /// What NVRTC hands the driver: machine code for one arch, or PTX the driver finishes.
 enum class OutputKind { cubin, ptx };
-std::string_view to_string(OutputKind kind);
+KILN_API std::string_view to_string(OutputKind kind);
 
 /// A GPU's compute capability, e.g. {9, 0} for the H100/H200.
 struct ComputeCapability {
@@ -25,7 +27,7 @@ struct ComputeCapability {
 };
 
 /// A compile target: `sm_90a` (CUBIN, arch-specific), `sm_86` (CUBIN), `compute_120` (PTX).
-struct Target {
+struct KILN_API Target {
   ComputeCapability cc;
   bool arch_specific = false;  ///< the `a` suffix: arch-specific instructions allowed
   OutputKind kind = OutputKind::cubin;
@@ -43,15 +45,15 @@ struct Target {
 };
 
 /// The compute capability of an NVRTC arch number: 90 -> 9.0, 121 -> 12.1.
-ComputeCapability compute_capability_of(int arch);
+KILN_API ComputeCapability compute_capability_of(int arch);
 
 /// Parse `sm_90a`, `sm_90`, `compute_120`, `compute_90a` (`sm_` -> CUBIN, `compute_` -> PTX). The
 /// `a` suffix is accepted only from compute capability 9.0, as NVRTC does. Throws kiln::Error naming
 /// the text and the accepted forms on anything else.
-Target parse_target(std::string_view text);
+KILN_API Target parse_target(std::string_view text);
 
 /// A version as NVRTC and the driver report it, e.g. {13, 0}. The driver's integer 13000 is {13, 0}.
-struct Version {
+struct KILN_API Version {
   int major = 0;
   int minor = 0;
   friend bool operator<(Version a, Version b) noexcept {

@@ -4,9 +4,11 @@
 
 #include <string_view>
 
+#include "kiln/export.hpp"
+
 namespace kiln {
 
 /// "0.1.0": the Meson project version the library was built from.
-std::string_view version_string() noexcept;
+KILN_API std::string_view version_string() noexcept;
 
 }  // namespace kiln

@@ -5,6 +5,7 @@
 #include "c_boundary.hpp"
 #include "c_service.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
+#include "ops/fp8_act_quant_floor.hpp"
 
 using kiln::c_api::copy_text;
 using kiln::c_api::guarded;

@@ -1,6 +1,7 @@
 #include "kiln/ops/fp8_act_quant.hpp"
 
 #include "kiln/gpu_backend.hpp"
+#include "ops/fp8_act_quant_floor.hpp"
 
 namespace kiln::ops {
 

@@ -1,4 +1,4 @@
-#include "kiln/ops/fp8_act_quant_floor.hpp"
+#include "ops/fp8_act_quant_floor.hpp"
 
 #include <algorithm>
 #include <array>

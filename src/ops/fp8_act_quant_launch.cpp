@@ -5,6 +5,7 @@
 #include "kiln/gpu_backend.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "kiln/ops/quant_launch_options.hpp"
+#include "ops/fp8_act_quant_floor.hpp"
 #include "ops/pointer_checks.hpp"
 
 namespace kiln::ops {

@@ -1,4 +1,4 @@
-#include "kiln/ops/fp8_reference.hpp"
+#include "ops/fp8_reference.hpp"
 
 #include <algorithm>
 #include <array>

@@ -8,8 +8,10 @@
 #include "kiln/error.hpp"
 #include "kiln/gpu_backend.hpp"
 #include "kiln/ops/quant_launch_options.hpp"
+#include "ops/fp8_act_quant_floor.hpp"
 #include "ops/pointer_checks.hpp"
 #include "ops/quant_device_rule.hpp"
+#include "ops/tile_divisor.hpp"
 
 namespace kiln::ops {
 

@@ -6,7 +6,8 @@
 
 namespace kiln::ops {
 
-static_assert(QUANT_ONE_GROUP_MAX_CTAS_PER_SM == 64, "the reasons below name the ceiling");
+static_assert(QUANT_ONE_GROUP_MAX_CTAS_PER_SM == 64 && QUANT_SHARED_MAX_CTAS_PER_SM == 12,
+              "the reasons below name the ceilings");
 
 std::string_view to_string(QuantKernel kernel) {
   switch (kernel) {
@@ -40,7 +41,8 @@ std::string_view to_string(QuantPickReason reason) {
     case QuantPickReason::sm_count_unknown: return "two groups per slot: the device's SM count is unknown";
     case QuantPickReason::only_kernel: return "the variant's only kernel for this call";
     case QuantPickReason::shared_small_grid:
-      return "the grid is below the CTA floor, where the shared kernel's CTAs all start at once: the shared kernel runs";
+      return "the shared kernel's grid is within 12 CTAs per SM, where its CTAs start in about one wave: the shared kernel "
+             "runs";
   }
   return "unknown";
 }
@@ -94,6 +96,11 @@ void pick_family(const QuantVariant& variant, const QuantPickInputs& in, QuantPi
 
 }  // namespace
 
+bool quant_shared_grid_is_small(std::uint64_t m, std::uint64_t k, std::uint32_t sm_count) {
+  const auto grid = fp8_quant_grid(false, static_cast<std::uint32_t>(m), static_cast<std::uint32_t>(k));
+  return std::uint64_t{grid[0]} * grid[1] <= std::uint64_t{QUANT_SHARED_MAX_CTAS_PER_SM} * (sm_count > 0 ? sm_count : 1);
+}
+
 std::array<bool, QUANT_KERNEL_COUNT> quant_kernels_of(const QuantVariant& variant) {
   const bool seed = is_seed(variant);
   return {seed, seed, GroupQuant::items_per_slot(variant) == 2, true};
@@ -135,10 +142,7 @@ QuantPick GroupQuant::pick_with(const QuantVariant& variant, const QuantPickInpu
       chosen.why[index(other)] = QuantPickReason::twin_fills_device;
     return chosen;
   }
-  // Why the seed's floor for the shared kernel too: below it every CTA of the shared grid starts at
-  // once, and the shared kernel took 2-5% less than the family kernel there on the H100 (M <= 16;
-  // docs/performance.md, "The shared kernel and the family kernel"); above it CTA starts bound it.
-  const bool small_grid = fp8_quant_hopper_ctas(m, k) < fp8_quant_min_ctas(in.sm_count);
+  const bool small_grid = quant_shared_grid_is_small(m, k, in.sm_count);
   if ((small_grid || in.prefers_shared) && in.shared_present) {
     const QuantPickReason reason = small_grid ? QuantPickReason::shared_small_grid : QuantPickReason::device_prefers_shared;
     chosen.kernel = QuantKernel::shared;

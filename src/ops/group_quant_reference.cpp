@@ -1,4 +1,4 @@
-#include "kiln/ops/group_quant_reference.hpp"
+#include "ops/group_quant_reference.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kiln/error.hpp"
-#include "kiln/ops/fp8_reference.hpp"
+#include "ops/fp8_reference.hpp"
 #include "quant_numerics.cuh"
 
 namespace kiln::ops {

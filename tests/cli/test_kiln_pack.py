@@ -256,13 +256,13 @@ def test_moved_bundle_as_another_user(deploy_test, hidden, tmp, elsewhere):
     (exe / 'lib').mkdir(parents=True)
     shutil.copy(deploy_test, exe / 'test_deploy_no_nvrtc')
     listed = run(['ldd', deploy_test], hidden)
-    # Why only libraries outside the system folders: those are the build's (libkiln, subprojects).
+    # Why only libraries outside the system folders: those are the build's (subprojects); kiln itself
+    # is linked into the test statically (docs/architecture.md#what-the-library-exports).
     libraries = [parts[2] for parts in (line.split() for line in listed.stdout.splitlines())
                  if len(parts) >= 4 and parts[1] == '=>' and parts[2].startswith('/')
                  and not parts[2].startswith(('/lib/', '/lib64/', '/usr/lib/', '/usr/lib64/'))]
-    assert listed.returncode == 0 and 'not found' not in listed.stdout and \
-        any('libkiln' in pathlib.Path(lib).name for lib in libraries), \
-        f"ldd finds the deploy test's libraries, libkiln among them\n{listed.stdout[-1000:]}{listed.stderr[-300:]}"
+    assert listed.returncode == 0 and 'not found' not in listed.stdout, \
+        f"ldd finds the deploy test's libraries\n{listed.stdout[-1000:]}{listed.stderr[-300:]}"
     for library in libraries:
         shutil.copy(library, exe / 'lib' / pathlib.Path(library).name)
     for folder in (tmp, tmp / 'image', tmp / 'image' / 'opt', tmp / 'image' / 'opt' / 'model', elsewhere, exe,

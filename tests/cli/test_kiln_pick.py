@@ -193,13 +193,16 @@ def test_default_variant_one_pick(kiln):
     assert out['grid'] == twin_grid(4096, 7168)[0] and out['block'] == [128, 1, 1], out
     plain = json.loads(pick(kiln, '--m', 4096, '--k', 7168, '--twin', 'on', '--arch', 'sm_90a', '--json').stdout)
     assert plain == out, 'without --variant: the default variant'
-    # Below the floor, on any target, the shared kernel: all its CTAs start at once there.
+    # Below the twin's floor, on any target, the shared kernel: its CTAs start in about one wave there.
     for arch in ('sm_90a', 'compute_80'):
         small = variant_pick(kiln, 'per_token_group_quant', 1, 7168, '--twin', 'on', '--arch', arch)
         assert small['kernel'] == 'shared' and small['block'] == [128, 1, 1] and small['grid'] == [1, 56, 1], small
-        assert small['why'].startswith('the grid is below the CTA floor'), small
-        assert '4 CTAs for 56 K-groups' in small['why'] and 'floor 40' in small['why'], small
+        assert small['why'].startswith("the shared kernel's grid is within 12 CTAs per SM"), small
+        assert '(shared grid 56 CTAs, ceiling 1584 = 12 x 132 SMs)' in small['why'], small
         assert small['candidates'][3]['why'] == small['why'], small
+    # Without the twin the shared kernel keeps grids up to 12 CTAs per SM: 28 x 56 = 1568, 29 x 56 = 1624.
+    assert variant_pick(kiln, 'per_token_group_quant', 28, 7168, '--arch', 'compute_80')['kernel'] == 'shared'
+    assert variant_pick(kiln, 'per_token_group_quant', 29, 7168, '--arch', 'compute_80')['kernel'] == 'family (one group per slot)'
     twin_why = variant_pick(kiln, 'per_token_group_quant', 1, 7168, '--twin', 'on', '--arch', 'sm_90a')
     assert twin_why['candidates'][0]['why'].startswith("the twin's grid is below the CTA floor"), twin_why
     large = variant_pick(kiln, 'per_token_group_quant', 4096, 7168, '--arch', 'compute_80')

@@ -1,5 +1,5 @@
 // The FP8 quantizer on a real GPU: every byte of q and every scale, both arms, against the CPU
-// reference (tests/../include/kiln/ops/fp8_reference.hpp), on fresh random inputs each run, with
+// reference (src/ops/fp8_reference.hpp), on fresh random inputs each run, with
 // outputs poisoned before each launch so an unwritten byte fails.
 #include <catch2/catch.hpp>
 
@@ -12,10 +12,12 @@
 #include <vector>
 
 #include "device_buffer.hpp"
+#include "ops/fp8_act_quant_floor.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
-#include "kiln/ops/fp8_reference.hpp"
+#include "ops/fp8_reference.hpp"
 #include "kiln/service.hpp"
+#include "service_internal.hpp"
 
 using namespace kiln;
 using namespace kiln::ops;
@@ -23,7 +25,7 @@ using namespace kiln::ops;
 namespace {
 
 struct Gpu {
-  Service service{0};
+  InternalService service{0};
   driver::PrimaryContext context{driver::driver_api(), 0};
   Fp8ActQuant quant = service.fp8_act_quant();
 };

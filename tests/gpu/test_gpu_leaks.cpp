@@ -16,6 +16,7 @@
 #include "jit/compiler.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "kiln/service.hpp"
+#include "service_internal.hpp"
 
 using namespace kiln;
 
@@ -68,7 +69,7 @@ TEST_CASE("1,000 Services that load and launch real modules leak no module and n
   x.fill(0x3f);
 
   auto one_round = [&] {
-    Service service(std::make_unique<CudaBackend>(api, 0, make_module_provider(disk, Compiler()), default_target_choice),
+    InternalService service(std::make_unique<CudaBackend>(api, 0, make_module_provider(disk, Compiler()), default_target_choice),
                     disk);
     const ops::Fp8ActQuant quant = service.fp8_act_quant();
     REQUIRE(quant.shared().loaded());

@@ -1,5 +1,5 @@
 // The quantizer family on a real GPU: every variant, byte for byte against the CPU reference
-// (kiln/ops/group_quant_reference.hpp), over random inputs, odd row counts, strided rows and the
+// (src/ops/group_quant_reference.hpp), over random inputs, odd row counts, strided rows and the
 // special values; outputs poisoned before each launch so an unwritten byte fails. The seed variant's
 // family kernel is checked against its seed path (shared kernel or Hopper twin) byte for byte.
 #include <catch2/catch.hpp>
@@ -13,10 +13,11 @@
 
 #include "device_buffer.hpp"
 #include "runtime/cuda_backend.hpp"
-#include "kiln/ops/fp8_reference.hpp"
+#include "ops/fp8_reference.hpp"
 #include "kiln/ops/group_quant.hpp"
-#include "kiln/ops/group_quant_reference.hpp"
+#include "ops/group_quant_reference.hpp"
 #include "kiln/service.hpp"
+#include "service_internal.hpp"
 
 using namespace kiln;
 using namespace kiln::ops;
@@ -26,7 +27,7 @@ namespace {
 constexpr std::uint8_t POISON = 0xA5;
 
 struct Gpu {
-  Service service{0};
+  InternalService service{0};
   driver::PrimaryContext context{driver::driver_api(), 0};
 };
 

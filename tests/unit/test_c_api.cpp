@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cache/disk/disk_cache.hpp"
+#include "ops/fp8_act_quant_floor.hpp"
 #include "runtime/module_provider.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "error_of.hpp"
@@ -16,6 +17,7 @@
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "kiln/ops/group_quant.hpp"
 #include "kiln/service.hpp"
+#include "service_internal.hpp"
 #include "kiln/version.hpp"
 
 using namespace kiln;
@@ -172,7 +174,7 @@ TEST_CASE("C ABI: services are created and destroyed; bad arguments are refused"
 
 TEST_CASE("C ABI: device info matches the C++ service; struct sizes are honoured") {
   const ServicePtr service = make_service();
-  Service cpp(0);
+  InternalService cpp(0);
   const CudaBackend& backend = cpp.backend();
 
   kiln_device_info info = sized<kiln_device_info>();
@@ -224,7 +226,7 @@ TEST_CASE("C ABI: kernel handles, and 0 for what is not there") {
   REQUIRE(kiln_try_target_kernel(service.get(), "per_token_group_quant_fp8", "no_such_entry", &handle) == KILN_OK);
   CHECK(handle == 0);
 
-  Service cpp(0);
+  InternalService cpp(0);
   handle = 77;
   REQUIRE(kiln_try_kernel(service.get(), "per_token_group_quant_fp8", "per_token_group_quant_fp8", &handle) == KILN_OK);
   CHECK((handle != 0) == cpp.backend().try_kernel(FP8_QUANT_MODULE, FP8_QUANT_ENTRY).loaded());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/ops/fp8_act_quant.hpp"
+#include "ops/fp8_act_quant_floor.hpp"
 
 using namespace kiln;
 using namespace kiln::ops;

@@ -14,6 +14,7 @@
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "kiln/ops/group_quant.hpp"
 #include "kiln/ops/quant_launch_options.hpp"
+#include "ops/fp8_act_quant_floor.hpp"
 #include "recording_backend.hpp"
 
 using namespace kiln;

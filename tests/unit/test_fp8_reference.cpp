@@ -11,7 +11,7 @@
 #include "jit/registry.hpp"
 #include "kiln/error.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
-#include "kiln/ops/fp8_reference.hpp"
+#include "ops/fp8_reference.hpp"
 
 // Why a kernel header in a CPU test: its software conversion (the path of GPUs before sm_89) is
 // plain integer code, and this is the one place it can be checked against the reference.

@@ -13,6 +13,7 @@
 #include "kiln/kiln.h"
 #include "kiln/ops/group_quant.hpp"
 #include "ops/quant_device_rule.hpp"
+#include "ops/tile_divisor.hpp"
 
 using namespace kiln;
 using namespace kiln::ops;
@@ -363,12 +364,22 @@ TEST_CASE("the default variant: the seed core decides the twin, the device's rul
   CHECK(why_not(small, QuantKernel::family_one_group) == QuantPickReason::shared_small_grid);
   CHECK(why_not(small, QuantKernel::family_two_groups) == QuantPickReason::not_shipped);
   CHECK(small.twin_reject == Fp8HopperReject::too_few_ctas);
-  // The floor is the seed's, whichever device: 11 rows at K = 7168 stay below 40 CTAs, 12 do not.
-  QuantPickInputs edge = call(11, 7168);
+  // Without the twin the shared kernel keeps grids of up to 12 CTAs per SM: 28 rows at K = 7168 are
+  // 1568 CTAs on 132 SMs (ceiling 1584), 29 rows are 1624.
+  QuantPickInputs edge = call(28, 7168);
   edge.twin_present = false;
   CHECK(GroupQuant::pick_with(seed, edge).kernel == QuantKernel::shared);
-  edge.m = 12;
+  CHECK(GroupQuant::pick_with(seed, edge).reason() == QuantPickReason::shared_small_grid);
+  edge.m = 29;
   CHECK(GroupQuant::pick_with(seed, edge).kernel == QuantKernel::family_one_group);
+  CHECK(quant_shared_grid_is_small(28, 7168, 132));
+  CHECK_FALSE(quant_shared_grid_is_small(29, 7168, 132));
+  // An unknown SM count counts as one SM: 12 groups.
+  CHECK(quant_shared_grid_is_small(12, 128, 0));
+  CHECK_FALSE(quant_shared_grid_is_small(13, 128, 0));
+  // With the twin, 12 rows reach the seed's floor (40 twin CTAs): the twin, not the shared kernel.
+  CHECK(GroupQuant::pick_with(seed, call(12, 7168)).kernel == QuantKernel::twin);
+  CHECK(GroupQuant::pick_with(seed, call(11, 7168)).kernel == QuantKernel::shared);
   // Above it without the twin, the device's rule: here the family kernel (one group per slot).
   QuantPickInputs no_twin = call(4096, 7168);
   no_twin.twin_present = false;

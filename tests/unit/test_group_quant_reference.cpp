@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "../kernels_src/common/quant_numerics.cuh"
-#include "kiln/ops/fp8_reference.hpp"
-#include "kiln/ops/group_quant_reference.hpp"
+#include "ops/fp8_reference.hpp"
+#include "ops/group_quant_reference.hpp"
 
 using namespace kiln::ops;
 

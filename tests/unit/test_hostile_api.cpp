@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "cache_test_support.hpp"
+#include "ops/fp8_act_quant_floor.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "error_of.hpp"
 #include "hostile_support.hpp"
@@ -16,6 +17,7 @@
 #include "kiln/error.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "kiln/service.hpp"
+#include "service_internal.hpp"
 #include "recording_backend.hpp"
 
 using namespace kiln;
@@ -184,7 +186,7 @@ TEST_CASE("ordinals out of range are errors naming 'ordinal'") {
     CHECK_THAT(error_of([&] { CudaBackend(api, ordinal, provider.provider(), always(sm90a())); }),
                Catch::Contains("'ordinal'"));
   }
-  CHECK_THAT(error_of([] { Service(-1, std::make_shared<DiskCache>(DiskCacheConfig{}), Compiler(false)); }),
+  CHECK_THAT(error_of([] { InternalService(-1, std::make_shared<DiskCache>(DiskCacheConfig{}), Compiler(false)); }),
              Catch::Contains("'ordinal'"));
   CHECK(FakeDriver::instance().retained(0) == 0);
 }

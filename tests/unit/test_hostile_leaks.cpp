@@ -15,6 +15,7 @@
 #include "jit/compiler.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "kiln/service.hpp"
+#include "service_internal.hpp"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -90,7 +91,7 @@ TEST_CASE("1,000 Services created and destroyed, with and without a disk cache, 
   const std::size_t descriptors = open_descriptors();
   for (int round = 0; round < 1000; ++round) {
     auto disk = std::make_shared<DiskCache>(round % 2 ? config_for(tmp / "cache") : DiskCacheConfig{});
-    Service service(std::make_unique<CudaBackend>(api, 0, disk_provider(disk, 0, compiles), always(sm90a())), disk);
+    InternalService service(std::make_unique<CudaBackend>(api, 0, disk_provider(disk, 0, compiles), always(sm90a())), disk);
     REQUIRE(service.available());
     REQUIRE(service.fp8_act_quant().available());
     REQUIRE(service.counters().memory.failures == 0);

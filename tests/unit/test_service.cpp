@@ -11,6 +11,7 @@
 #include "error_of.hpp"
 #include "kiln/ops/group_quant.hpp"
 #include "kiln/service.hpp"
+#include "service_internal.hpp"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -25,12 +26,12 @@ struct Fixture {
   FakeDriver& fake = FakeDriver::instance();
   FakeProvider files;
   driver::DriverApi api;
-  std::unique_ptr<Service> service;
+  std::unique_ptr<InternalService> service;
 
   explicit Fixture(FakeDevice device = {"NVIDIA H200", 9, 0, 132}, Target target = sm90a()) {
     fake.reset({device});
     api = fake.api();
-    service = std::make_unique<Service>(std::make_unique<CudaBackend>(api, 0, files.provider(), always(target)),
+    service = std::make_unique<InternalService>(std::make_unique<CudaBackend>(api, 0, files.provider(), always(target)),
                                         std::make_shared<DiskCache>(DiskCacheConfig{}));
   }
 

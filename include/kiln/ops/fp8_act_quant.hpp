@@ -11,18 +11,62 @@
 /// each group 8 threads that own 16 contiguous elements each, and packs 16 groups into a CTA on a
 /// grid flat over all M * K/128 groups. Only the
 /// `hopper` family carries the twin; on other targets its handle is 0 and the shared kernel runs.
-/// `fp8_act_quant_floor.hpp` decides when the twin runs.
+/// The CTA floor below decides when the twin runs.
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
 
+#include "kiln/export.hpp"
 #include "kiln/gpu_backend.hpp"
 #include "kiln/kernel_handle.hpp"
-#include "kiln/ops/fp8_act_quant_floor.hpp"
 
 namespace kiln::ops {
+
+/// The twin must fill the device: at least this many of its CTAs per SM, else the shared kernel
+/// (one CTA per group, 16x the CTAs) runs. The floor counts CTAs, not tokens, because the same M
+/// is a different amount of work at a different K.
+/// Measured for the flat grid at the floor's 24 points on the H200 in three runs: from 40 twin CTAs
+/// (the smallest point) the twin was never slower, and between 43 and 63 it was 3-4% faster in one
+/// run and tied in another, so no floor above 40 routes all three runs' points right; below 40 the
+/// arms tie, and the shared kernel keeps the launch. 40 CTAs on 132 SMs (docs/performance.md,
+/// "The CTA floor").
+inline constexpr double FP8_QUANT_MIN_CTAS_PER_SM = 0.3;
+
+/// Why the twin does not run. Each has a stable text (`to_string`).
+enum class Fp8HopperReject {
+  absent,         ///< "kernel absent from this image (hopper family only)"
+  not_requested,  ///< "not requested"
+  too_few_ctas,   ///< "too few CTAs to fill the device"
+  misaligned,     ///< "pointers not 16-byte aligned for the twin's uint4 loads and stores"
+};
+inline constexpr std::size_t FP8_HOPPER_REJECT_COUNT = 4;
+
+/// The stable text of `reason`, true for every shape it is given for (kiln.h's `reason`).
+KILN_API std::string_view to_string(Fp8HopperReject reason);
+
+/// `ceil(FP8_QUANT_MIN_CTAS_PER_SM * max(sm_count, 1))` (exact: a double holds every product).
+inline std::uint64_t fp8_quant_min_ctas(std::uint32_t sm_count) {
+  const double floor = FP8_QUANT_MIN_CTAS_PER_SM * (sm_count > 0 ? sm_count : 1);
+  const auto whole = static_cast<std::uint64_t>(floor);
+  return whole + (static_cast<double>(whole) < floor);
+}
+/// Why the twin does not run for a launch whose twin grid has `twin_ctas` CTAs, or nothing when it
+/// runs. In this order: twin absent -> absent; no shared kernel -> nothing (a refusal would hand the
+/// launch to a kernel that does not exist); lever off -> not_requested; below
+/// `fp8_quant_min_ctas(sm_count)` -> too_few_ctas. Inline because `pick_with` runs it per launch,
+/// which is what keeps a pick near 10 ns.
+inline std::optional<Fp8HopperReject> fp8_act_quant_hopper_reject_ctas(bool requested, bool twin_present,
+                                                                       bool shared_present, std::uint64_t twin_ctas,
+                                                                       std::uint32_t sm_count) {
+  if (!twin_present) return Fp8HopperReject::absent;
+  if (!shared_present) return std::nullopt;
+  if (!requested) return Fp8HopperReject::not_requested;
+  if (twin_ctas < fp8_quant_min_ctas(sm_count)) return Fp8HopperReject::too_few_ctas;
+  return std::nullopt;
+}
 
 /// Module of the shared quantizer; the file and the kernel share this name.
 inline constexpr std::string_view FP8_QUANT_MODULE = "per_token_group_quant_fp8";
@@ -68,7 +112,7 @@ enum class Fp8QuantAction : std::uint8_t {
 };
 
 /// "launch", "no-op", or the refusal's limit in words.
-std::string_view to_string(Fp8QuantAction action);
+KILN_API std::string_view to_string(Fp8QuantAction action);
 
 /// The checks `launch` makes on a shape, in its order, given which kernel the rule chose (`twin`):
 /// k a multiple of 128, m <= 2^31-1, then m == 0 or k == 0 is a no-op, then the shared kernel's
@@ -103,11 +147,11 @@ struct Fp8QuantPick {
 /// Throws the kiln::Error `launch` throws for a refused pick of `(m, k)`, naming the argument and
 /// the limit (`invalid argument 'm': expected at most 2^31-1 rows (grid X limit), got ...`); returns
 /// for a launch or a no-op. The C pick and plan and `kiln pick` refuse through it, as `launch` does.
-void fp8_quant_require_launchable(const Fp8QuantPick& chosen, std::uint32_t m, std::uint32_t k);
+KILN_API void fp8_quant_require_launchable(const Fp8QuantPick& chosen, std::uint32_t m, std::uint32_t k);
 
 /// The FP8 activation quantizer a layer launches: the shared kernel, plus the Hopper twin when the
 /// device's image has one.
-class Fp8ActQuant {
+class KILN_API Fp8ActQuant {
  public:
   /// No quantizer: both handles are 0.
   Fp8ActQuant() = default;

@@ -24,10 +24,10 @@
 #include <string>
 #include <vector>
 
+#include "kiln/export.hpp"
 #include "kiln/kernel_handle.hpp"
 #include "kiln/ops/fp8_act_quant.hpp"
 #include "kiln/ops/group_quant_pick.hpp"
-#include "kiln/ops/tile_divisor.hpp"
 
 namespace kiln {
 class GpuBackend;
@@ -46,7 +46,7 @@ enum class QuantScales : std::uint8_t {
 };
 
 /// One variant: the compile-time parameters. Not every combination exists (`refusal`).
-struct QuantVariant {
+struct KILN_API QuantVariant {
   QuantInput input = QuantInput::bf16;
   std::uint32_t group = 128;  ///< 32, 64 or 128
   QuantOutput output = QuantOutput::e4m3;
@@ -86,11 +86,11 @@ struct QuantArgs {
 };
 
 /// Every variant that exists (180), in a fixed order: input, group, output, scales, ue8m0, SiLU.
-std::vector<QuantVariant> every_quant_variant();
+KILN_API std::vector<QuantVariant> every_quant_variant();
 
 /// Bytes of the scales buffer for `(m, k)`: what the caller allocates. Throws kiln::Error for an
 /// impossible variant, `k` not a multiple of the group, `m` > 2^31-1, or a size past 2^64 bytes.
-std::uint64_t quant_scales_bytes(const QuantVariant& variant, std::uint64_t m, std::uint64_t k);
+KILN_API std::uint64_t quant_scales_bytes(const QuantVariant& variant, std::uint64_t m, std::uint64_t k);
 
 /// How one call ran: its pick and the handle launched (0 for a no-op).
 struct QuantLaunch {
@@ -101,7 +101,7 @@ struct QuantLaunch {
 
 /// A variant resolved on one device: the one op of the quantizer family, the seed variant included.
 /// Every launch goes through one pick (group_quant_pick.hpp).
-class GroupQuant {
+class KILN_API GroupQuant {
  public:
   GroupQuant() = default;
   /// Resolves `variant` on `gpu`, loading only what its calls can run: for the seed variant the

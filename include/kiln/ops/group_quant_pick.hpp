@@ -22,7 +22,8 @@
 #include <optional>
 #include <string_view>
 
-#include "kiln/ops/fp8_act_quant_floor.hpp"
+#include "kiln/export.hpp"
+#include "kiln/ops/fp8_act_quant.hpp"
 
 namespace kiln::ops {
 
@@ -38,6 +39,13 @@ inline constexpr std::string_view QUANT_ONE_GROUP_ENTRY = "per_token_group_quant
 /// 32768 x 7168 (434). 64 takes every shape where one group gained and none where it was level.
 inline constexpr std::uint32_t QUANT_ONE_GROUP_MAX_CTAS_PER_SM = 64;
 
+/// Where the twin does not run, the default variant's shared kernel (one CTA per group) runs while
+/// its grid is at most this many CTAs per SM, where its CTAs start in about one wave and no CTA-start
+/// rate binds it. Measured on an H100 without the twin (docs/performance.md, "The shared kernel and
+/// the family kernel"): the shared kernel was 4-12% faster up to 10.6 CTAs per SM (1400 groups),
+/// the family kernel 3% faster at 15.5 (2048) and 11% at 17.5 (2304).
+inline constexpr std::uint32_t QUANT_SHARED_MAX_CTAS_PER_SM = 12;
+
 /// Every kernel a call can run; indexes QuantPick::why.
 enum class QuantKernel : std::uint8_t {
   twin,               ///< the seed's Hopper twin (per_token_group_quant_fp8_hopper)
@@ -50,7 +58,7 @@ inline constexpr std::array<QuantKernel, QUANT_KERNEL_COUNT> QUANT_KERNELS{
     QuantKernel::twin, QuantKernel::shared, QuantKernel::family_two_groups, QuantKernel::family_one_group};
 
 /// "twin", "shared", "family (two groups per slot)", "family (one group per slot)".
-std::string_view to_string(QuantKernel kernel);
+KILN_API std::string_view to_string(QuantKernel kernel);
 
 /// Why a candidate runs, or why it does not: one list for every candidate. Stable values (kiln.h's
 /// KILN_QUANT_WHY_*).
@@ -71,12 +79,12 @@ enum class QuantPickReason : std::uint8_t {
   one_group_lever_off,    ///< KILN_Q_ONE_GROUP=0: two groups per slot
   sm_count_unknown,       ///< the device's SM count is unknown: two groups per slot
   only_kernel,            ///< the variant's only kernel for this call
-  shared_small_grid,      ///< below the CTA floor every CTA starts at once: the shared kernel runs
+  shared_small_grid,      ///< the shared grid is within QUANT_SHARED_MAX_CTAS_PER_SM: the shared kernel runs
 };
 inline constexpr std::size_t QUANT_PICK_REASON_COUNT = 17;
 
 /// The reason in words (for logs, `kiln pick`, kiln.h's pick struct and `kiln-bench`).
-std::string_view to_string(QuantPickReason reason);
+KILN_API std::string_view to_string(QuantPickReason reason);
 
 /// One launch decision. `why[i]` is candidate i's reason: for `kernel`, why it runs; for every
 /// other, why it does not.
@@ -118,10 +126,15 @@ struct QuantVariant;
 /// variant has a family kernel with one group per slot; those that ship two also the two-group
 /// kernel; the seed variant (bf16, group 128, e4m3, row-major fp32 scales) also the twin and the
 /// shared kernel.
-std::array<bool, QUANT_KERNEL_COUNT> quant_kernels_of(const QuantVariant& variant);
+KILN_API std::array<bool, QUANT_KERNEL_COUNT> quant_kernels_of(const QuantVariant& variant);
+
+/// Whether the default variant's shared kernel takes an (m, k) call where the twin does not run:
+/// its grid (one CTA per group) is at most QUANT_SHARED_MAX_CTAS_PER_SM per SM (an unknown SM
+/// count, 0, counts as one SM).
+KILN_API bool quant_shared_grid_is_small(std::uint64_t m, std::uint64_t k, std::uint32_t sm_count);
 
 /// `KILN_Q_ONE_GROUP` (a switch, default on): 0 keeps every variant on the kernel it ships, for
 /// A/B runs against the pick. Read once per process; a bad value logs one warning.
-bool quant_one_group_lever();
+KILN_API bool quant_one_group_lever();
 
 }  // namespace kiln::ops

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kiln/ops/fp8_act_quant.hpp"
+#include "kiln/ops/group_quant.hpp"
 #include "kiln/service.hpp"
 #include "kiln/version.hpp"
 
@@ -17,6 +18,10 @@ int main() {
               pick.grid[1], pick.grid[2], static_cast<unsigned long long>(counters.memory.compiles));
   // Without a usable GPU no kernel may be resolved; with one, the shared kernel must be.
   if (service.available() != quant.shared().loaded()) return 1;
+  // The quantizer family through the exported API (libkiln is built with hidden visibility).
+  const kiln::ops::GroupQuant family = service.group_quant(kiln::ops::QuantVariant{});
+  std::printf("%zu variants; %s available %d\n", kiln::ops::every_quant_variant().size(),
+              family.variant().module_name().c_str(), family.available());
   try {
     quant.launch(service.gpu(), nullptr, nullptr, nullptr, 1, 100, nullptr);
     return 1;  // k = 100 must be refused before any launch
