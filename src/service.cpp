@@ -4,9 +4,11 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "base/config.hpp"
 #include "cache/cache_path.hpp"
 #include "cache/disk/disk_cache.hpp"
 #include "cache/remote/remote_cache.hpp"
+#include "driver/driver_api.hpp"
 #include "jit/compiler.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "runtime/module_provider.hpp"
@@ -15,10 +17,12 @@
 namespace kiln {
 
 struct Service::Parts {
-  Parts(std::unique_ptr<CudaBackend> device_backend, std::shared_ptr<DiskCache> disk_cache)
-      : disk(std::move(disk_cache)), backend(std::move(device_backend)) {}
+  Parts(std::unique_ptr<CudaBackend> device_backend, std::shared_ptr<DiskCache> disk_cache,
+        std::shared_ptr<RemoteCache> remote_cache = process_remote_cache())
+      : disk(std::move(disk_cache)), remote(std::move(remote_cache)), backend(std::move(device_backend)) {}
 
   std::shared_ptr<DiskCache> disk;
+  std::shared_ptr<RemoteCache> remote;
   std::unique_ptr<CudaBackend> backend;
 
   // The quantizer as last resolved, and the backend generation it was resolved at.
@@ -92,10 +96,28 @@ ops::GroupQuant Service::group_quant(const ops::QuantVariant& variant) {
 }
 
 ServiceCounters Service::counters() const {
-  return ServiceCounters{parts_->backend->counters(), parts_->disk->counters(), process_remote_cache()->counters()};
+  return ServiceCounters{parts_->backend->counters(), parts_->disk->counters(), parts_->remote->counters()};
 }
 
 InternalService::InternalService(int ordinal) : InternalService(process_backend(ordinal), process_disk_cache()) {}
+
+// Why no process singleton here: services built side by side from different Config values each
+// keep their own cache folder, target and remote tier (test_service.cpp).
+std::unique_ptr<Service::Parts> InternalService::parts_for(const driver::DriverApi& api, int ordinal, const Config& config) {
+  CachePath path = cache_path_for(config);
+  auto disk = std::make_shared<DiskCache>(path.writable);
+  auto remote = remote_cache_for(config);
+  ModuleProvider provider = make_module_provider(disk, Compiler(), path.layers, remote);
+  auto backend = std::make_unique<CudaBackend>(api, ordinal, std::move(provider),
+                                               target_chooser(config, std::move(path.layers), disk), config.prefetch);
+  return std::make_unique<Service::Parts>(std::move(backend), std::move(disk), std::move(remote));
+}
+
+InternalService::InternalService(int ordinal, const Config& config)
+    : InternalService(driver::driver_api(), ordinal, config) {}
+
+InternalService::InternalService(const driver::DriverApi& api, int ordinal, const Config& config)
+    : Service(parts_for(api, ordinal, config)) {}
 
 InternalService::InternalService(int ordinal, std::shared_ptr<DiskCache> disk, Compiler compiler)
     : InternalService(std::make_unique<CudaBackend>(ordinal, make_module_provider(disk, std::move(compiler))), disk) {}

@@ -12,11 +12,22 @@ namespace kiln {
 class CudaBackend;
 class DiskCache;
 class Compiler;
+struct Config;
+
+namespace driver {
+struct DriverApi;
+}
 
 class InternalService : public Service {
  public:
   /// As Service(ordinal).
   explicit InternalService(int ordinal = 0);
+  /// Device `ordinal` with every part built from `config` alone, not the process's: its cache path,
+  /// its own disk cache for the writable folder, the remote tier, KILN_ARCH and KILN_PREFETCH
+  /// (docs/configuration.md#one-configuration-per-service).
+  InternalService(int ordinal, const Config& config);
+  /// The same on the driver `api` (a fake driver's), which must outlive the service.
+  InternalService(const driver::DriverApi& api, int ordinal, const Config& config);
   /// An explicit disk cache and compiler.
   InternalService(int ordinal, std::shared_ptr<DiskCache> disk, Compiler compiler);
   /// An explicit backend (a fake driver's) and disk cache.
@@ -26,6 +37,9 @@ class InternalService : public Service {
   CudaBackend& backend() noexcept;
   /// The disk cache its modules come from (src/cache/disk/disk_cache.hpp).
   const std::shared_ptr<DiskCache>& disk() const noexcept;
+
+ private:
+  static std::unique_ptr<Parts> parts_for(const driver::DriverApi& api, int ordinal, const Config& config);
 };
 
 }  // namespace kiln

@@ -9,6 +9,7 @@
 #include "base/env.hpp"
 #include "base/log.hpp"
 #include "cache/bundle/bundle_file.hpp"
+#include "cache/bundle/bundle_signature.hpp"
 #include "cache/disk/read_only_folder.hpp"
 #include "kiln/error.hpp"
 
@@ -33,14 +34,13 @@ bool writable_folder(const std::string& path) {
 }  // namespace
 
 CachePath make_cache_path(const std::string& spec, const DiskCacheConfig& fallback, const bundle::SigningKey* key,
-                          const std::string& key_error, bool fallback_is_explicit) {
+                          const std::string& key_error, bool fallback_is_explicit, bool disk_enabled) {
   CachePath path;
   path.spec = spec;
   path.key_error = key_error;
   path.writable = fallback;
   if (spec.empty()) return path;
   path.elements = split_path_list(spec);
-  const bool disk_off = !current_config().cache;
   for (std::size_t i = 0; i < path.elements.size(); ++i) {
     const std::string& element = path.elements[i];
     struct stat info {};
@@ -49,7 +49,7 @@ CachePath make_cache_path(const std::string& spec, const DiskCacheConfig& fallba
       // Why skipped with a bad key file: a configured key that cannot be read must not mean
       // "trust unsigned bundles".
       if (key_error.empty()) path.layers.push_back(std::make_shared<bundle::BundleFile>(element, key));
-    } else if (!path.writable_at && !disk_off && writable_folder(element)) {
+    } else if (!path.writable_at && disk_enabled && writable_folder(element)) {
       path.writable_at = i;
       path.writable.dir = element;
       path.writable.disabled_reason.clear();
@@ -66,29 +66,30 @@ CachePath make_cache_path(const std::string& spec, const DiskCacheConfig& fallba
   return path;
 }
 
-const CachePath& process_cache_path() {
-  static const CachePath path = [] {
-    // Why current_config and not process_config: the path is read at its first use, as tests and
-    // `kiln` subcommands that set the variables first rely on.
-    const Config config = current_config();
-    const auto& spec = config.cache_path;
-    std::optional<bundle::SigningKey> key;
-    std::string key_error;
-    if (spec) {
-      try {
-        key = bundle::signing_key_from_env();
-      } catch (const Error& error) {
-        key_error = error.what();
-        // Why the check: the remote tier reads the same key file, and the reason is printed once.
-        if (warned_about(key_error))
-          logger().debug("{}; no bundle is used", key_error);
-        else
-          logger().warn("{}; no bundle is used", key_error);
-      }
+CachePath cache_path_for(const Config& config) {
+  const auto& spec = config.cache_path;
+  std::optional<bundle::SigningKey> key;
+  std::string key_error;
+  if (spec && config.remote_cache_key_file) {
+    try {
+      key = bundle::read_signing_key(*config.remote_cache_key_file);
+    } catch (const Error& error) {
+      key_error = error.what();
+      // Why the check: the remote tier reads the same key file, and the reason is printed once.
+      if (warned_about(key_error))
+        logger().debug("{}; no bundle is used", key_error);
+      else
+        logger().warn("{}; no bundle is used", key_error);
     }
-    return make_cache_path(spec.value_or(""), DiskCacheConfig::from_config(config), key ? &*key : nullptr, key_error,
-                           config.cache_dir.has_value());
-  }();
+  }
+  return make_cache_path(spec.value_or(""), DiskCacheConfig::from_config(config), key ? &*key : nullptr, key_error,
+                         config.cache_dir.has_value(), config.cache);
+}
+
+const CachePath& process_cache_path() {
+  // Why current_config and not process_config: the path is read at its first use, as tests and
+  // `kiln` subcommands that set the variables first rely on.
+  static const CachePath path = cache_path_for(current_config());
   return path;
 }
 

@@ -19,6 +19,8 @@
 
 namespace kiln {
 
+struct Config;
+
 namespace bundle {
 struct SigningKey;
 }
@@ -37,11 +39,16 @@ struct CachePath {
 /// its bound. A bundle is an element that is a regular file or ends in `.kpack`. Bundles are checked
 /// with `key` when given (signed bundles only); with a `key_error` (a configured key file that
 /// cannot be used) no bundle is used. `fallback_is_explicit`: KILN_CACHE_DIR is set (kept as the
-/// writable folder when the path has none; the default folder is not).
+/// writable folder when the path has none; the default folder is not). Without `disk_enabled`
+/// (KILN_CACHE=0) every folder is a read-only layer.
 CachePath make_cache_path(const std::string& spec, const DiskCacheConfig& fallback, const bundle::SigningKey* key,
-                          const std::string& key_error, bool fallback_is_explicit);
+                          const std::string& key_error, bool fallback_is_explicit, bool disk_enabled = true);
 
-/// The process's cache path, from the environment on first use (thread-safe, kept for the process).
+/// The cache path `config` describes (KILN_CACHE_PATH, KILN_CACHE_DIR, KILN_CACHE and the folders
+/// behind them, KILN_REMOTE_CACHE_KEY_FILE for bundles); a key file that cannot be used is logged.
+CachePath cache_path_for(const Config& config);
+
+/// cache_path_for the environment on first use (thread-safe, kept for the process).
 const CachePath& process_cache_path();
 
 }  // namespace kiln

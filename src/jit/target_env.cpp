@@ -8,8 +8,10 @@
 
 namespace kiln {
 
-std::optional<Target> target_override_from_env() {
-  const auto text = current_config().arch;
+std::optional<Target> target_override_from_env() { return target_override(current_config()); }
+
+std::optional<Target> target_override(const Config& config) {
+  const auto& text = config.arch;
   if (!text) return std::nullopt;
   // Why unchecked without NVRTC: there is no arch list to check against, and loading NVRTC for it
   // is what KILN_JIT=off promises not to do; a target no layer holds resolves to handle 0.

@@ -13,6 +13,8 @@
 
 namespace kiln {
 
+struct Config;
+
 /// parse_target, then a check that NVRTC knows the arch (`nvrtc_archs` from nvrtcGetSupportedArchs;
 /// empty: not checked). `what` names the source of `text` in errors, e.g. "KILN_ARCH" or "--arch".
 Target parse_supported_target(std::string_view text, const std::vector<int>& nvrtc_archs,
@@ -62,5 +64,7 @@ std::vector<Target> nvrtc_targets(const std::vector<int>& nvrtc_archs);
 /// the installed NVRTC; nothing when unset. Throws kiln::Error naming KILN_ARCH, the bad text and the
 /// accepted forms. Reads the environment on every call.
 std::optional<Target> target_override_from_env();
+/// The same for `config`'s KILN_ARCH.
+std::optional<Target> target_override(const Config& config);
 
 }  // namespace kiln

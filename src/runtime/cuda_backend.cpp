@@ -41,44 +41,66 @@ DriverStatus driver_status(const driver::DriverApi& api) {
 
 namespace {
 
+using Layers = std::vector<std::shared_ptr<CacheLayer>>;
+
 // Whether a read-only layer of KILN_CACHE_PATH (a bundle, a folder) holds binaries for `target`.
-bool layers_hold(const Target& target) {
-  for (const auto& layer : process_cache_path().layers) {
+bool layers_hold(const Layers& layers, const Target& target) {
+  for (const auto& layer : layers) {
     const LayerReport report = layer->report();
     if (report.usable && report.per_target.count(target.name()) != 0) return true;
   }
   return false;
 }
 
-// Whether the process's disk cache holds every module `target` carries, compiled by this NVRTC
-// build: then that build compiled for `target`, so NVRTC's arch list, which loading NVRTC costs
-// (7.6 ms here, 8.7 ms of a warm process's 1 ms budget on the H200's host), has nothing to add.
-bool disk_holds(const Target& target) {
+// Whether the disk cache holds every module `target` carries, compiled by this NVRTC build: then
+// that build compiled for `target`, so NVRTC's arch list, which loading NVRTC costs (7.6 ms here,
+// 8.7 ms of a warm process's 1 ms budget on the H200's host), has nothing to add.
+bool disk_holds(const DiskCache& disk, const Target& target) {
   const std::string& build = nvrtc_build();
   const auto modules = carried_modules(target);
   if (build.empty() || modules.empty()) return false;
-  const auto disk = process_disk_cache();
   const std::vector<std::string> options = Compiler().options(target);
   return std::all_of(modules.begin(), modules.end(), [&](const KernelSource* source) {
-    return disk->holds(module_cache_key(*source, target, options, build), source->module, target);
+    return disk.holds(module_cache_key(*source, target, options, build), source->module, target);
   });
 }
 
-}  // namespace
-
-TargetChoice default_target_choice(const DeviceInfo& device, std::optional<Version> driver) {
-  if (auto forced = target_override_from_env()) return TargetChoice{forced, "KILN_ARCH=" + forced->name()};
+// kiln's rule over `forced` (KILN_ARCH) and the cache tiers, which are asked for lazily: the
+// process's tiers are made on first use.
+TargetChoice choose_target(const DeviceInfo& device, std::optional<Version> driver, const std::optional<Target>& forced,
+                           const std::function<const Layers&()>& layers,
+                           const std::function<std::shared_ptr<DiskCache>()>& disk) {
+  if (forced) return TargetChoice{forced, "KILN_ARCH=" + forced->name()};
   if (auto why = compiler_not_asked()) return select_target_without_compiler(device.cc, *why);
   // Why before asking NVRTC: a deployment whose layers hold this device's exact-arch binaries, or
   // a warm process whose disk cache does, must not load the compiler just to learn its arch list;
   // NVRTC loads later only if a module is missing.
   if (!nvrtc_load_attempted()) {
     const TargetChoice in_layers = select_target_without_compiler(device.cc, "the cache layers hold its binaries");
-    if (in_layers.target && layers_hold(*in_layers.target)) return in_layers;
+    if (in_layers.target && layers_hold(layers(), *in_layers.target)) return in_layers;
     const TargetChoice on_disk = select_target_without_compiler(device.cc, "the disk cache holds its binaries");
-    if (on_disk.target && disk_holds(*on_disk.target)) return on_disk;
+    if (on_disk.target && disk_holds(*disk(), *on_disk.target)) return on_disk;
   }
   return select_target(TargetInputs{device.cc, nvrtc_supported_archs(), nvrtc_version(), driver});
+}
+
+}  // namespace
+
+TargetChoice default_target_choice(const DeviceInfo& device, std::optional<Version> driver) {
+  return choose_target(
+      device, driver, target_override_from_env(), []() -> const Layers& { return process_cache_path().layers; },
+      [] { return process_disk_cache(); });
+}
+
+TargetChooser target_chooser(const Config& config, std::vector<std::shared_ptr<CacheLayer>> layers,
+                             std::shared_ptr<DiskCache> disk) {
+  // Why KILN_ARCH at each choice: parsing it may load NVRTC to check the arch, which a backend
+  // that never reads a device must not do.
+  return [config, layers = std::move(layers), disk = std::move(disk)](const DeviceInfo& device,
+                                                                     std::optional<Version> driver) {
+    return choose_target(
+        device, driver, target_override(config), [&]() -> const Layers& { return layers; }, [&] { return disk; });
+  };
 }
 
 Target auto_target() {

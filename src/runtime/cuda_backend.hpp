@@ -22,6 +22,10 @@
 
 namespace kiln {
 
+class CacheLayer;
+class DiskCache;
+struct Config;
+
 namespace driver {
 struct DriverApi;
 class PrimaryContext;
@@ -47,6 +51,11 @@ using TargetChooser = std::function<TargetChoice(const DeviceInfo& device, std::
 /// select_target over the device's compute capability, NVRTC and `driver`; with KILN_JIT=off or no
 /// NVRTC (and NVRTC not loaded), select_target_without_compiler, so NVRTC is never loaded for it.
 TargetChoice default_target_choice(const DeviceInfo& device, std::optional<Version> driver);
+
+/// The same rule with `config`'s KILN_ARCH, looking in `layers` and `disk` (a Service's own cache
+/// tiers) instead of the process's for binaries that spare loading NVRTC.
+TargetChooser target_chooser(const Config& config, std::vector<std::shared_ptr<CacheLayer>> layers,
+                             std::shared_ptr<DiskCache> disk);
 
 /// What `--arch auto` means: `KILN_ARCH` when set, else the target of the process driver's first
 /// GPU, else `sm_90a` (H100/H200) when there is no usable GPU.

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "base/config.hpp"
 #include "cache/bundle/bundle_file.hpp"
 #include "cache/cache_path.hpp"
 #include "cache/disk/disk_cache.hpp"
@@ -118,21 +119,22 @@ TEST_CASE("NVRTC present, KILN_JIT on: a bundle holding this device's binaries i
 }
 
 // Hidden ([.]): a meson test of its own runs it alone, in a process that can see NVRTC and has not
-// used its disk cache yet, so the folder it makes here is the process's disk cache.
+// loaded it yet. The disk cache and target choice come from a Config, not the environment.
 TEST_CASE("NVRTC present: a disk cache holding this device's binaries from this NVRTC build picks the target without "
           "loading NVRTC",
           "[.][warm_disk]") {
   REQUIRE(nvrtc_location().has_value());
   char folder[] = "/tmp/kiln-warm-disk-XXXXXX";
   REQUIRE(::mkdtemp(folder) != nullptr);
-  REQUIRE(::setenv("KILN_CACHE_DIR", folder, 1) == 0);
-  REQUIRE(::unsetenv("KILN_CACHE_PATH") == 0);
-  const auto disk = process_disk_cache();
+  Config config;
+  config.cache_dir = folder;
+  const auto disk = std::make_shared<DiskCache>(cache_path_for(config).writable);
   REQUIRE(disk->status().mode == DiskCacheMode::read_write);
   FakeDriver::instance().reset();
   const driver::DriverApi api = FakeDriver::instance().api();
   const auto backend_now = [&] {
-    return std::make_unique<CudaBackend>(api, 0, make_module_provider(disk, Compiler(false)), default_target_choice, false);
+    return std::make_unique<CudaBackend>(api, 0, make_module_provider(disk, Compiler(false)),
+                                         target_chooser(config, {}, disk), false);
   };
   // What a warm process finds: every module sm_90a carries, stored under the key this NVRTC build gives.
   const Target sm90a{{9, 0}, true, OutputKind::cubin};

@@ -2,6 +2,7 @@
 // again after clear() and after a transient load failure, never again after a compile error.
 #include <catch2/catch.hpp>
 
+#include "base/config.hpp"
 #include "cache/disk/disk_cache.hpp"
 #include "cache_test_support.hpp"
 #include "runtime/cuda_backend.hpp"
@@ -43,6 +44,36 @@ struct Fixture {
 };
 
 }  // namespace
+
+TEST_CASE("services built from Config values, not the environment, each keep their own cache folder and target") {
+  FakeDriver& fake = FakeDriver::instance();
+  fake.reset({{"NVIDIA H200", 9, 0, 132}});
+  const driver::DriverApi api = fake.api();
+  TempDir tmp;
+  Config first;
+  first.cache_dir = tmp / "first";
+  first.prefetch = false;  // Why: nothing here needs a module, and a prefetch would compile them all
+  Config second = first;
+  second.cache_dir = tmp / "second";
+  second.arch = "compute_80";
+  Config off = first;
+  off.cache = false;
+
+  InternalService a(api, 0, first);
+  InternalService b(api, 0, second);
+  InternalService c(api, 0, off);
+  CHECK(a.disk()->status().mode == DiskCacheMode::read_write);
+  CHECK(a.disk()->status().dir == tmp / "first");
+  CHECK(b.disk()->status().mode == DiskCacheMode::read_write);
+  CHECK(b.disk()->status().dir == tmp / "second");
+  CHECK(c.disk()->status().mode == DiskCacheMode::disabled);
+  CHECK(a.disk() != b.disk());
+  REQUIRE(a.backend().target().has_value());
+  CHECK(a.backend().target()->name() == "sm_90a");
+  REQUIRE(b.backend().target().has_value());
+  CHECK(b.backend().target()->name() == "compute_80");
+  CHECK(b.backend().target_reason() == "KILN_ARCH=compute_80");
+}
 
 TEST_CASE("after clear() the service's quantizer is resolved again and launches") {
   Fixture f;

@@ -9,6 +9,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "base/config.hpp"
 #include "base/log.hpp"
 #include "cache/disk/cache_entry.hpp"
 #include "cache/disk/cache_names.hpp"
@@ -507,13 +508,15 @@ std::optional<RemoteStats> RemoteCache::stats(std::string& error) {
   return stats;
 }
 
+std::shared_ptr<RemoteCache> remote_cache_for(const Config& config) {
+  // Why nvrtc_build: it is read from the library file, so the remote tier never loads NVRTC (a
+  // process that finds its kernels in caches must not); the text is only written for people.
+  const std::string& nvrtc = nvrtc_build();
+  return std::make_shared<RemoteCache>(RemoteCacheConfig::from_config(config), nvrtc.empty() ? "unknown" : nvrtc);
+}
+
 std::shared_ptr<RemoteCache> process_remote_cache() {
-  static const std::shared_ptr<RemoteCache> cache = [] {
-    // Why nvrtc_build: it is read from the library file, so the remote tier never loads NVRTC (a
-    // process that finds its kernels in caches must not); the text is only written for people.
-    const std::string& nvrtc = nvrtc_build();
-    return std::make_shared<RemoteCache>(RemoteCacheConfig::from_env(), nvrtc.empty() ? "unknown" : nvrtc);
-  }();
+  static const std::shared_ptr<RemoteCache> cache = remote_cache_for(current_config());
   return cache;
 }
 

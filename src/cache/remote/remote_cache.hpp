@@ -196,8 +196,11 @@ class RemoteCache {
   std::atomic<std::uint64_t> unsigned_seen_{0};  ///< of the mismatches, values with no signature at all
 };
 
-/// The process's remote tier, configured from the environment on first use (disabled unless
-/// KILN_REMOTE_CACHE is set; a bad setting warns once and leaves it disabled). Thread-safe.
+/// A remote tier configured from `config` (disabled unless KILN_REMOTE_CACHE is set; a bad setting
+/// warns and leaves it disabled).
+std::shared_ptr<RemoteCache> remote_cache_for(const Config& config);
+
+/// remote_cache_for the environment on first use, kept for the process. Thread-safe.
 std::shared_ptr<RemoteCache> process_remote_cache();
 
 }  // namespace kiln
