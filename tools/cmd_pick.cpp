@@ -48,6 +48,8 @@ struct PickArgs {
   bool no_twin_kernel = false;
   std::string variant;
   std::string one_group = "auto";
+  std::uint32_t experts = 0;
+  bool masked = false;
   bool json = false;
 };
 
@@ -108,12 +110,15 @@ void print_variant_pick(const PickArgs& args, const ops::QuantVariant& variant) 
   in.prefers_shared = ops::quant_prefers_shared(device);
   in.twin_lever = args.twin == "auto" ? ops::fp8_act_quant_hopper_enabled() : args.twin == "on";
   in.one_group_lever = args.one_group == "auto" ? ops::quant_one_group_lever() : args.one_group == "on";
+  in.experts = args.experts;
+  in.masked = args.masked;
   ops::QuantArgs shape;
   // Why stand-in pointers: check() reads only their alignment, and the pick needs no memory.
   alignas(16) static unsigned char stand_in[16];
   shape.x = shape.q = shape.scales = stand_in;
   shape.m = args.m;
   shape.k = args.k;
+  shape.experts = args.experts;
   // Why: a shape launch() refuses is refused here with launch()'s error, never shown as a grid.
   ops::GroupQuant::check(variant, shape);
   in.seed_call = ops::GroupQuant::seed_call(shape);
@@ -136,6 +141,12 @@ void print_variant_pick(const PickArgs& args, const ops::QuantVariant& variant) 
         return " (one-group grid " + std::to_string(ops::GroupQuant::grid(variant, args.m, args.k, 1)[0]) +
                " CTAs, ceiling " + std::to_string(std::uint64_t{ops::QUANT_ONE_GROUP_MAX_CTAS_PER_SM} * device.sm_count) +
                " = 64 x " + std::to_string(device.sm_count) + " SMs)";
+      case ops::QuantPickReason::batched_input:
+        return " (" + std::to_string(args.experts) + " experts of " + std::to_string(args.m) + " rows" +
+               (args.masked ? ", masked: at most " + std::to_string(ops::QUANT_MASKED_CTAS_PER_SM) + " x " +
+                                  std::to_string(device.sm_count) + " SMs CTAs over all experts, each looping over its rows"
+                            : "") +
+               ")";
       default: return "";
     }
   };
@@ -152,7 +163,8 @@ void print_variant_pick(const PickArgs& args, const ops::QuantVariant& variant) 
                             {"in_variant", kernels[static_cast<std::size_t>(kernel)]},
                             {"runs", !chosen.noop && chosen.kernel == kernel},
                             {"why", chosen.noop ? nlohmann::json(nullptr) : nlohmann::json(words(chosen.why_not(kernel)))}});
-    nlohmann::json out{{"variant", variant.module_name()}, {"m", args.m}, {"k", args.k}, {"target", target.name()},
+    nlohmann::json out{{"variant", variant.module_name()}, {"m", args.m}, {"k", args.k}, {"experts", args.experts},
+                       {"masked", args.masked}, {"target", target.name()},
                        {"gpu", args.gpu}, {"sm_count", device.sm_count}, {"noop", chosen.noop},
                        {"twin_requested", in.twin_lever}, {"one_group_requested", in.one_group_lever},
                        {"prefers_shared", in.prefers_shared}, {"device_rule", ops::quant_device_rule_text(device)},
@@ -166,7 +178,8 @@ void print_variant_pick(const PickArgs& args, const ops::QuantVariant& variant) 
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
-  std::printf("variant %s m=%u k=%u target %s gpu %s (%u SMs)\n", variant.module_name().c_str(), args.m, args.k,
+  std::printf("variant %s m=%u k=%u%s target %s gpu %s (%u SMs)\n", variant.module_name().c_str(), args.m, args.k,
+              args.experts != 0 ? (" experts=" + std::to_string(args.experts) + (args.masked ? " masked" : "")).c_str() : "",
               target.name().c_str(), args.gpu.c_str(), device.sm_count);
   if (chosen.noop) {
     std::printf("no-op: m == 0 or k == 0, nothing to quantize\n");
@@ -258,6 +271,12 @@ void add_pick_command(CLI::App& app) {
                   "default: the default variant (bf16, group 128, e4m3, row-major scales)");
   cmd->add_option("--one-group", args->one_group, "The one-group lever: on, off, or auto (KILN_Q_ONE_GROUP)")
       ->check(one_of({"on", "off", "auto"}));
+  auto* experts = cmd->add_option("--experts", args->experts,
+                                  "A batch of this many experts (MoE) of --m rows each: the batched kernel's pick")
+                      ->transform(integer_in(1, 65535));
+  auto* masked = cmd->add_flag("--masked", args->masked, "The batch has a device count of valid rows per expert (masked_m)");
+  masked->needs(experts);
+  experts->excludes(cmd->get_option("--seed"));
   variant->excludes(cmd->get_option("--seed"));
   cmd->add_flag("--json", args->json, "Print JSON");
   cmd->callback([args] { print_pick(*args); });

@@ -108,6 +108,7 @@ std::string run_parts(const BenchArgs& args, const BenchPlan& plan, Report& repo
     const double ceiling_gbps = run_gpu(plan, gpu, report);
     run_decode(plan, gpu, report);
     run_variants(plan, gpu, ceiling_gbps, report);
+    run_moe(plan, gpu, report);
   } else if (decode_only) {
     run_decode(plan, gpu, report);
   }

@@ -33,6 +33,9 @@ double run_gpu(const BenchPlan& plan, GpuSession& gpu, Report& report);
 /// ceiling `ceiling_gbps` measured in the same run (bench_variants.cpp).
 void run_variants(const BenchPlan& plan, GpuSession& gpu, double ceiling_gbps, Report& report);
 void run_decode(const BenchPlan& plan, GpuSession& gpu, Report& report);
+/// GPU: a masked MoE batch (32 experts x 1024 slots, 5% valid) against the same batch unmasked and
+/// one matrix of its valid rows (bench_moe.cpp).
+void run_moe(const BenchPlan& plan, GpuSession& gpu, Report& report);
 
 /// The hidden child of run_jit_processes, in a fresh process: `mode` "driver" (cuInit and the
 /// primary context only) or "jit" (Service(0) and fp8_act_quant(), after the driver when

@@ -270,14 +270,20 @@ typedef struct kiln_quant_params {
   uint64_t x_row_stride; /**< elements between rows of x; 0: dense (default) */
   uint32_t flags;        /**< KILN_QUANT_FLAG_* bits (default 0) */
   uint32_t reserved;     /**< 0 (anything else: KILN_ERROR_INVALID_ARGUMENT) */
+  /* Version 2: a batch of experts (MoE); see kiln_quant(). */
+  uint64_t experts;         /**< 1..65535: x is [experts, m, ...]; 0: one [m, k] matrix (default) */
+  uint64_t x_expert_stride; /**< elements between experts' first rows of x; 0: dense (default) */
+  const int32_t* masked_m;  /**< device int32 [experts]: valid rows per expert; NULL: all m (default) */
 } kiln_quant_params;
 #define KILN_QUANT_PARAMS_V1_SIZE 48u
+#define KILN_QUANT_PARAMS_V2_SIZE 72u
 
 /** Fills `*params` (not NULL) with the defaults (the seed variant: bf16, 128, e4m3, row-major
  *  fp32 scales, eps 1e-10, dense rows) and `struct_size = sizeof(kiln_quant_params)`. */
 kiln_status kiln_quant_params_init(kiln_quant_params* params);
 
-/** Bytes the scales buffer of `params`' layout needs for `[m, k]` into `*bytes` (not NULL).
+/** Bytes the scales buffer of `params`' layout needs for `[m, k]` into `*bytes` (not NULL); for a
+ *  batch (`params->experts` > 0), `experts` blocks of that size, one per expert.
  *  KILN_ERROR_INVALID_ARGUMENT for an impossible variant, `k` not a multiple of the group, `m` >
  *  2^31-1 or a size past 2^64 bytes. */
 kiln_status kiln_quant_scales_bytes(const kiln_quant_params* params, uint64_t m, uint64_t k, uint64_t* bytes);
@@ -287,7 +293,7 @@ kiln_status kiln_quant_scales_bytes(const kiln_quant_params* params, uint64_t m,
  * so that a later kiln_quant() (in a CUDA graph capture, on a latency path) finds it in memory.
  * Every kernel a call of the variant can run on this device is loaded (for the default variant:
  * the twin on sm_90, the shared kernel, and the family module, which also takes the calls the seed
- * kernels cannot).
+ * kernels cannot); with `params->experts` > 0, the variant's batched form instead.
  * KILN_ERROR_INVALID_ARGUMENT for an impossible combination (the message names the parameter and
  * the allowed values); KILN_ERROR_UNAVAILABLE when the device lacks a kernel a call of it can need.
  */
@@ -303,6 +309,15 @@ kiln_status kiln_quant_prepare(kiln_service* service, const kiln_quant_params* p
  * KILN_ERROR_INVALID_ARGUMENT (naming the argument, what was expected and the range) for
  * impossible variants, bad shapes, strides and pointers; KILN_ERROR_UNAVAILABLE when the device
  * has no kernel for the variant; KILN_ERROR_DRIVER when the launch fails.
+ *
+ * A batch of experts (`params->experts` > 0, MoE): `x` is [experts, m, row stride] with
+ * `params->x_expert_stride` elements between experts (0: dense), `q` [experts, m, k] dense, and
+ * `scales` one block of kiln_quant_scales_bytes() / experts bytes per expert in the variant's
+ * layout over `m` rows. With `params->masked_m` (device int32 [experts], 4-byte aligned, read by
+ * the kernel after the prior work on `stream`: no host sync, capturable in a CUDA graph), expert e
+ * has rows [0, min(masked_m[e], m)), none when negative; its other rows of `q` and `scales`,
+ * padding included, are neither read nor written. The first batched call of a variant compiles or
+ * loads its batched module (`per_token_group_quant_batched-...`).
  */
 kiln_status kiln_quant(kiln_service* service, const kiln_quant_params* params, const void* x, void* q, void* scales,
                        uint64_t m, uint64_t k, void* stream);
@@ -334,6 +349,7 @@ kiln_status kiln_quant(kiln_service* service, const kiln_quant_params* params, c
 #define KILN_QUANT_WHY_SM_COUNT_UNKNOWN 14     /**< two groups per slot: the SM count is unknown */
 #define KILN_QUANT_WHY_ONLY_KERNEL 15          /**< the variant's only kernel for this call */
 #define KILN_QUANT_WHY_SHARED_SMALL_GRID 16    /**< below the CTA floor: the shared kernel, the faster there */
+#define KILN_QUANT_WHY_BATCHED 17              /**< a batch of experts: the family's batched kernel runs */
 
 /**
  * Which kernel a kiln_quant() call of `params` with 16-byte aligned `x` and `q` runs on this

@@ -11,12 +11,15 @@ using kiln::c_api::require_pointer;
 using kiln::c_api::require_struct;
 namespace ops = kiln::ops;
 
-static_assert(sizeof(kiln_quant_params) == KILN_QUANT_PARAMS_V1_SIZE, "kiln_quant_params v1 layout changed");
+static_assert(sizeof(kiln_quant_params) == KILN_QUANT_PARAMS_V2_SIZE &&
+                  offsetof(kiln_quant_params, experts) == KILN_QUANT_PARAMS_V1_SIZE,
+              "kiln_quant_params v1 and v2 layouts changed");
 static_assert(sizeof(kiln_quant_pick) == KILN_QUANT_PICK_V1_SIZE, "kiln_quant_pick v1 layout changed");
 static_assert(KILN_QUANT_KERNEL_COUNT == ops::QUANT_KERNEL_COUNT && KILN_QUANT_KERNEL_FAMILY_ONE_GROUP ==
                   static_cast<int>(ops::QuantKernel::family_one_group),
               "kiln.h's kernel kinds are QuantKernel's values");
-static_assert(KILN_QUANT_WHY_SHARED_SMALL_GRID + 1 == ops::QUANT_PICK_REASON_COUNT &&
+static_assert(KILN_QUANT_WHY_BATCHED + 1 == ops::QUANT_PICK_REASON_COUNT &&
+                  KILN_QUANT_WHY_BATCHED == static_cast<int>(ops::QuantPickReason::batched_input) &&
                   KILN_QUANT_WHY_SHARED_SMALL_GRID == static_cast<int>(ops::QuantPickReason::shared_small_grid) &&
                   KILN_QUANT_WHY_ONLY_KERNEL == static_cast<int>(ops::QuantPickReason::only_kernel) &&
                   KILN_QUANT_WHY_DEVICE_PREFERS_FAMILY == static_cast<int>(ops::QuantPickReason::device_prefers_family),
@@ -70,6 +73,9 @@ std::pair<ops::QuantVariant, ops::QuantArgs> from_c(const kiln_quant_params* in)
   args.eps = params.eps;
   args.x_row_stride = params.x_row_stride;
   args.options.programmatic_dependent = (params.flags & KILN_QUANT_FLAG_PDL) != 0;
+  args.experts = params.experts;
+  args.x_expert_stride = params.x_expert_stride;
+  args.masked_m = params.masked_m;
   return {variant, args};
 }
 
@@ -93,7 +99,7 @@ extern "C" kiln_status kiln_quant_scales_bytes(const kiln_quant_params* params, 
   return guarded([&] {
     require_pointer(bytes, "bytes");
     const auto [variant, args] = from_c(params);
-    *bytes = ops::quant_scales_bytes(variant, m, k);
+    *bytes = ops::quant_scales_bytes(variant, m, k, args.experts);
   });
 }
 
@@ -103,6 +109,11 @@ extern "C" kiln_status kiln_quant_prepare(kiln_service* service, const kiln_quan
     const auto [variant, args] = from_c(params);
     const ops::GroupQuant quant = service->service.group_quant(variant);
     if (!quant.available()) throw_unavailable(service, "variant " + variant.module_name() + " is not available");
+    if (args.experts != 0) {
+      if (!quant.prepare_batched(service->service.gpu()))
+        throw_unavailable(service, "the batched form " + ops::GroupQuant::batched_module_name(variant) + " is not available");
+      return;
+    }
     if (!quant.prepare(service->service.gpu()))
       throw_unavailable(service, "variant " + variant.module_name() +
                                      ": its family module, for the calls the seed kernels cannot take (eps other than "

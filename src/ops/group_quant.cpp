@@ -21,6 +21,7 @@ constexpr std::uint32_t FAMILY_THREADS = 256;
 constexpr std::uint64_t MAX_ROWS = 0x7FFFFFFFu;
 constexpr std::uint64_t MAX_GRID_X = 0x7FFFFFFFu;
 constexpr std::uint64_t MAX_GROUPS_PER_ROW = 0x7FFFFFFFu;
+constexpr std::uint64_t MAX_EXPERTS = 65535;  // the batched grid's y extent
 
 const char* spelled(QuantInput input) {
   switch (input) {
@@ -66,6 +67,39 @@ const Variant& jit_variant(const QuantVariant& variant) {
 
 std::uint64_t dense_stride(const QuantVariant& variant, std::uint64_t k) { return variant.silu_and_mul ? 2 * k : k; }
 
+std::uint64_t row_stride_of(const QuantVariant& variant, const QuantArgs& args) {
+  return args.x_row_stride != 0 ? args.x_row_stride : dense_stride(variant, args.k);
+}
+
+// The batch fields of `args` (QuantArgs::experts and after), checked after the matrix fields.
+void check_batch(const QuantVariant& variant, const QuantArgs& args) {
+  if (args.experts == 0) {
+    if (args.masked_m != nullptr)
+      throw_invalid_argument("masked_m", "null for one matrix (experts 0), or experts from 1 to 65535 for a batch",
+                             "a pointer with experts 0");
+    if (args.x_expert_stride != 0)
+      throw_invalid_argument("x_expert_stride", "0 for one matrix (experts 0)", std::to_string(args.x_expert_stride));
+    return;
+  }
+  std::uint64_t dense = 0;
+  if (__builtin_mul_overflow(args.m, row_stride_of(variant, args), &dense))
+    throw_invalid_argument("m", "an expert whose rows fit in 2^64 elements", std::to_string(args.m));
+  if (args.x_expert_stride != 0) {
+    if (args.x_expert_stride < dense)
+      throw_invalid_argument("x_expert_stride", "0 (dense) or at least m * the row stride (" + std::to_string(dense) +
+                                                    " elements)",
+                             std::to_string(args.x_expert_stride));
+    if (args.x_expert_stride * input_bytes(variant.input) % 16 != 0)
+      throw_invalid_argument("x_expert_stride", "an expert stride whose bytes are a multiple of 16",
+                             std::to_string(args.x_expert_stride));
+  }
+  std::uint64_t total = 0;
+  const std::uint64_t stride = args.x_expert_stride != 0 ? args.x_expert_stride : dense;
+  if (__builtin_mul_overflow(stride, args.experts, &total))
+    throw_invalid_argument("experts", "a batch whose x fits in 2^64 elements", std::to_string(args.experts));
+  quant_scales_bytes(variant, args.m, args.k, args.experts);
+  if (args.m != 0 && args.k != 0 && args.masked_m != nullptr) require_pointer("masked_m", args.masked_m, 4);
+}
 }  // namespace
 
 std::string QuantVariant::description() const {
@@ -111,6 +145,16 @@ std::uint64_t quant_scales_bytes(const QuantVariant& variant, std::uint64_t m, s
   std::uint64_t bytes = 0;
   if (__builtin_mul_overflow(columns, scale_rows(variant, m), &bytes) || __builtin_mul_overflow(bytes, 4u, &bytes))
     throw_invalid_argument("k", "a shape whose scales fit in 2^64 bytes", std::to_string(k));
+  return bytes;
+}
+
+std::uint64_t quant_scales_bytes(const QuantVariant& variant, std::uint64_t m, std::uint64_t k, std::uint64_t experts) {
+  const std::uint64_t per_expert = quant_scales_bytes(variant, m, k);
+  if (experts == 0) return per_expert;
+  if (experts > MAX_EXPERTS) throw_invalid_argument("experts", "0 (one matrix) or 1 to 65535 experts", std::to_string(experts));
+  std::uint64_t bytes = 0;
+  if (__builtin_mul_overflow(per_expert, experts, &bytes))
+    throw_invalid_argument("experts", "a batch whose scales fit in 2^64 bytes", std::to_string(experts));
   return bytes;
 }
 
@@ -177,6 +221,7 @@ void GroupQuant::check(const QuantVariant& variant, const QuantArgs& args) {
                                                  std::to_string(16 / input_bytes(variant.input)) + " elements)",
                              std::to_string(args.x_row_stride));
   }
+  check_batch(variant, args);
   if (args.m == 0 || args.k == 0) return;
   // Why 2^31-1 and not the kernel's u32 group count: the tiled kernels round the count up to whole
   // tiles in 32 bits, which would wrap past 2^32 - 128 (a row of 137 G elements: never in memory).
@@ -189,6 +234,27 @@ void GroupQuant::check(const QuantVariant& variant, const QuantArgs& args) {
   // Why: each thread of the family kernel stores its 16 (fp32 input: 8) codes at once.
   require_pointer("q", args.q, variant.input == QuantInput::fp32 ? 8 : 16);
   require_pointer("scales", args.scales, 4);
+}
+
+std::array<std::uint32_t, 3> GroupQuant::batched_grid(const QuantVariant& variant, std::uint64_t experts,
+                                                      std::uint64_t m, std::uint64_t k, bool masked,
+                                                      std::uint32_t sm_count) {
+  std::uint64_t per_expert = grid(variant, m, k)[0];
+  if (masked && sm_count != 0 && experts != 0) {
+    const std::uint64_t cap = (std::uint64_t{QUANT_MASKED_CTAS_PER_SM} * sm_count + experts - 1) / experts;
+    per_expert = std::min(per_expert, cap);
+  }
+  return {static_cast<std::uint32_t>(per_expert), static_cast<std::uint32_t>(std::min<std::uint64_t>(experts, 0xFFFFFFFFu)),
+          1};
+}
+
+std::string GroupQuant::batched_module_name(const QuantVariant& variant) {
+  // The batched family's names are the family's with its own stem (src/jit/families.cpp).
+  return std::string(QUANT_BATCHED_ENTRY) + variant.module_name().substr(QUANT_ENTRY.size());
+}
+
+bool GroupQuant::prepare_batched(GpuBackend& gpu) const {
+  return gpu.try_kernel(batched_module_name(variant_), QUANT_BATCHED_ENTRY).loaded();
 }
 
 bool GroupQuant::seed_call(const QuantArgs& args) {
@@ -221,7 +287,8 @@ GroupQuant GroupQuant::resolve(GpuBackend& gpu, const QuantVariant& variant) {
 }
 
 KernelHandle GroupQuant::handle_of(const QuantPick& chosen) const noexcept {
-  if (chosen.noop) return {};
+  // Why 0 for a batch: resolve never loads the batched module; the call (or prepare_batched) does.
+  if (chosen.noop || chosen.entry == QUANT_BATCHED_ENTRY) return {};
   switch (chosen.kernel) {
     case QuantKernel::twin: return twin_;
     case QuantKernel::shared: return shared_;
@@ -253,6 +320,8 @@ QuantPickInputs GroupQuant::inputs_of(const GpuBackend& gpu, const QuantArgs& ar
   in.prefers_shared = prefers_shared_;
   in.twin_lever = fp8_act_quant_hopper_enabled();
   in.one_group_lever = quant_one_group_lever();
+  in.experts = args.experts;
+  in.masked = args.masked_m != nullptr;
   return in;
 }
 
@@ -290,6 +359,11 @@ QuantLaunch GroupQuant::launch_as(GpuBackend& gpu, const QuantArgs& args, QuantK
     chosen.noop = true;
     return QuantLaunch{chosen, {}};
   }
+  if (args.experts != 0) {
+    chosen = pick_with(variant_, inputs_of(gpu, args));
+    refuse_unless(kernel == chosen.kernel, QuantPickReason::batched_input);
+    return run(gpu, args, chosen);
+  }
   chosen.kernel = kernel;
   chosen.why.fill(QuantPickReason::chosen_by_caller);
   const auto m = static_cast<std::uint32_t>(args.m);
@@ -314,6 +388,7 @@ QuantLaunch GroupQuant::launch_as(GpuBackend& gpu, const QuantArgs& args, QuantK
 }
 
 QuantLaunch GroupQuant::run(GpuBackend& gpu, const QuantArgs& args, const QuantPick& chosen) const {
+  if (chosen.entry == QUANT_BATCHED_ENTRY) return run_batched(gpu, args, chosen);
   if (chosen.family()) return run_family(gpu, args, chosen);
   const bool twin = chosen.kernel == QuantKernel::twin;
   KernelHandle shared = shared_;
@@ -338,29 +413,69 @@ QuantLaunch GroupQuant::run(GpuBackend& gpu, const QuantArgs& args, const QuantP
   return QuantLaunch{chosen, kernel};
 }
 
+namespace {
+
+// The arguments both family entries take first, in the kernel's order.
+struct FamilyKernelArgs {
+  const void* x;
+  void* q;
+  void* scales;
+  unsigned long long m;
+  std::uint32_t groups;
+  unsigned long long row_stride;
+  std::uint32_t rows;  ///< the scales' M extent
+  float eps;
+  TileDivisor tiles;
+
+  FamilyKernelArgs(const QuantVariant& variant, const QuantArgs& args)
+      : x(args.x),
+        q(args.q),
+        scales(args.scales),
+        m(args.m),
+        groups(static_cast<std::uint32_t>(groups_of(variant, args.k))),
+        row_stride(row_stride_of(variant, args)),
+        rows(static_cast<std::uint32_t>(scale_rows(variant, args.m))),
+        eps(args.eps) {
+    // check() bounds a row's groups by 2^31-1, so its tiles are a valid divisor.
+    const std::uint32_t row_tiles = GroupQuant::tiles_per_row(variant, args.k);
+    tiles = row_tiles != 0 ? TileDivisor::of_valid(row_tiles) : TileDivisor{};
+  }
+};
+
+void require_loaded(const KernelHandle& kernel, const std::string& what, const GpuBackend& gpu) {
+  if (!kernel.loaded())
+    throw_error(ErrorKind::unavailable, Retry::transient,
+                "per_token_group_quant: " + what + " is not available on device " + std::to_string(gpu.device().ordinal) +
+                    " (no GPU, or it did not compile or load: see the log)");
+}
+
+}  // namespace
+
 QuantLaunch GroupQuant::run_family(GpuBackend& gpu, const QuantArgs& args, const QuantPick& chosen) const {
   // Why asked again when not loaded: the seed variant loads its family module only where the
   // device's rule prefers it, and a load that failed at resolve (out of memory) may work now.
   const KernelHandle resolved = handle_of(chosen);
   const KernelHandle kernel =
       resolved.loaded() ? resolved : gpu.try_kernel(variant_.module_name(), chosen.entry);
-  if (!kernel.loaded())
-    throw_error(ErrorKind::unavailable, Retry::transient,
-                "per_token_group_quant: variant " + variant_.module_name() + " is not available on device " +
-                std::to_string(gpu.device().ordinal) + " (no GPU, or it did not compile or load: see the log)");
-  const void* x = args.x;
-  void* q = args.q;
-  void* scales = args.scales;
-  unsigned long long m = args.m;
-  auto groups = static_cast<std::uint32_t>(groups_of(variant_, args.k));
-  unsigned long long row_stride = args.x_row_stride != 0 ? args.x_row_stride : dense_stride(variant_, args.k);
-  auto rows = static_cast<std::uint32_t>(scale_rows(variant_, args.m));
-  float eps = args.eps;
-  const std::uint32_t tiles = tiles_per_row(variant_, args.k);
-  // check() bounds a row's groups by 2^31-1, so its tiles are a valid divisor.
-  TileDivisor tile_divisor = tiles != 0 ? TileDivisor::of_valid(tiles) : TileDivisor{};
-  void* kernel_args[] = {&x, &q, &scales, &m, &groups, &row_stride, &rows, &eps, &tile_divisor};
+  require_loaded(kernel, "variant " + variant_.module_name(), gpu);
+  FamilyKernelArgs a(variant_, args);
+  void* kernel_args[] = {&a.x, &a.q, &a.scales, &a.m, &a.groups, &a.row_stride, &a.rows, &a.eps, &a.tiles};
   gpu.launch(kernel, Dim3{chosen.grid[0], 1, 1}, Dim3{chosen.block, 1, 1}, 0, args.stream, kernel_args,
+             quant_launch_options(args.options));
+  return QuantLaunch{chosen, kernel};
+}
+
+QuantLaunch GroupQuant::run_batched(GpuBackend& gpu, const QuantArgs& args, const QuantPick& chosen) const {
+  const std::string module = batched_module_name(variant_);
+  const KernelHandle kernel = gpu.try_kernel(module, QUANT_BATCHED_ENTRY);
+  require_loaded(kernel, "the batched form " + module, gpu);
+  FamilyKernelArgs a(variant_, args);
+  unsigned long long x_expert_stride = args.x_expert_stride != 0 ? args.x_expert_stride : a.m * a.row_stride;
+  unsigned long long scale_expert_bytes = quant_scales_bytes(variant_, args.m, args.k);
+  const std::int32_t* masked_m = args.masked_m;
+  void* kernel_args[] = {&a.x,   &a.q,    &a.scales,        &a.m,               &a.groups, &a.row_stride,
+                         &a.rows, &a.eps, &a.tiles, &x_expert_stride, &scale_expert_bytes, &masked_m};
+  gpu.launch(kernel, Dim3{chosen.grid[0], chosen.grid[1], 1}, Dim3{chosen.block, 1, 1}, 0, args.stream, kernel_args,
              quant_launch_options(args.options));
   return QuantLaunch{chosen, kernel};
 }

@@ -43,6 +43,7 @@ std::string_view to_string(QuantPickReason reason) {
     case QuantPickReason::shared_small_grid:
       return "the shared kernel's grid is within 12 CTAs per SM, where its CTAs start in about one wave: the shared kernel "
              "runs";
+    case QuantPickReason::batched_input: return "a batch of experts: the family's batched kernel runs";
   }
   return "unknown";
 }
@@ -94,6 +95,18 @@ void pick_family(const QuantVariant& variant, const QuantPickInputs& in, QuantPi
   chosen.entry = one_group && shipped == 2 ? QUANT_ONE_GROUP_ENTRY : QUANT_ENTRY;
 }
 
+// A batch: the family's batched kernel with the groups per slot the variant ships; no other
+// candidate takes a batch.
+void pick_batched(const QuantVariant& variant, const QuantPickInputs& in, QuantPick& chosen) {
+  const std::uint32_t shipped = GroupQuant::items_per_slot(variant);
+  chosen.why.fill(QuantPickReason::batched_input);
+  if (shipped == 1) chosen.why[index(QuantKernel::family_two_groups)] = QuantPickReason::not_shipped;
+  chosen.kernel = shipped == 2 ? QuantKernel::family_two_groups : QuantKernel::family_one_group;
+  chosen.grid = GroupQuant::batched_grid(variant, in.experts, in.m, in.k, in.masked, in.sm_count);
+  chosen.block = 256;
+  chosen.entry = QUANT_BATCHED_ENTRY;
+}
+
 }  // namespace
 
 bool quant_shared_grid_is_small(std::uint64_t m, std::uint64_t k, std::uint32_t sm_count) {
@@ -110,6 +123,10 @@ QuantPick GroupQuant::pick_with(const QuantVariant& variant, const QuantPickInpu
   QuantPick chosen;
   if (in.m == 0 || in.k == 0) {
     chosen.noop = true;
+    return chosen;
+  }
+  if (in.experts != 0) {
+    pick_batched(variant, in, chosen);
     return chosen;
   }
   chosen.why[index(QuantKernel::twin)] = chosen.why[index(QuantKernel::shared)] = QuantPickReason::seed_variant_only;

@@ -116,4 +116,54 @@ void group_quant_reference(const QuantVariant& variant, const void* x, std::uint
   }
 }
 
+std::vector<std::uint64_t> quant_scale_bytes_of_row(const QuantVariant& variant, std::uint64_t m, std::uint64_t k,
+                                                    std::uint64_t row) {
+  const std::uint64_t groups = k / variant.group;
+  const bool padded = variant.scales == QuantScales::column_major_tma || variant.scales == QuantScales::ue8m0_packed;
+  const std::uint64_t rows = padded ? (m + 3) / 4 * 4 : m;
+  std::vector<std::uint64_t> bytes;
+  const auto word = [&](std::uint64_t index) {
+    for (std::uint64_t b = 0; b < 4; ++b) bytes.push_back(index * 4 + b);
+  };
+  switch (variant.scales) {
+    case QuantScales::row_major:
+      for (std::uint64_t g = 0; g < groups; ++g) word(row * groups + g);
+      break;
+    case QuantScales::column_major:
+    case QuantScales::column_major_tma:
+      for (std::uint64_t g = 0; g < groups; ++g) word(g * rows + row);
+      break;
+    case QuantScales::ue8m0_packed:
+      for (std::uint64_t w = 0; w < (groups + 3) / 4; ++w) word(w * rows + row);
+      break;
+  }
+  return bytes;
+}
+
+void group_quant_batched_reference(const QuantVariant& variant, const void* x, std::uint64_t experts, std::uint64_t m,
+                                   std::uint64_t k, std::uint64_t x_row_stride, std::uint64_t x_expert_stride,
+                                   const std::int32_t* masked_m, float eps, std::uint8_t* q, void* scales) {
+  const std::uint64_t row_stride = x_row_stride != 0 ? x_row_stride : (variant.silu_and_mul ? 2 * k : k);
+  const std::uint64_t expert_stride = x_expert_stride != 0 ? x_expert_stride : m * row_stride;
+  const std::uint64_t element = variant.input == QuantInput::fp32 ? 4 : 2;
+  const std::uint64_t scale_bytes = quant_scales_bytes(variant, m, k);
+  const bool padded = variant.scales == QuantScales::column_major_tma || variant.scales == QuantScales::ue8m0_packed;
+  const std::uint64_t scale_rows = padded ? (m + 3) / 4 * 4 : m;
+  for (std::uint64_t e = 0; e < experts; ++e) {
+    const auto* x_expert = static_cast<const std::uint8_t*>(x) + e * expert_stride * element;
+    std::uint8_t* q_expert = q + e * m * k;
+    auto* scales_expert = static_cast<std::uint8_t*>(scales) + e * scale_bytes;
+    // Why through copies: a masked expert's rows past its count must keep the bytes they had.
+    std::vector<std::uint8_t> q_all(q_expert, q_expert + m * k);
+    std::vector<std::uint8_t> scales_all(scales_expert, scales_expert + scale_bytes);
+    group_quant_reference(variant, x_expert, m, k, row_stride, eps, q_all.data(), scales_all.data());
+    const std::uint64_t valid =
+        masked_m == nullptr ? scale_rows : masked_m[e] <= 0 ? 0 : std::min<std::uint64_t>(masked_m[e], m);
+    for (std::uint64_t row = 0; row < valid; ++row) {
+      if (row < m) std::copy(q_all.begin() + row * k, q_all.begin() + (row + 1) * k, q_expert + row * k);
+      for (const std::uint64_t byte : quant_scale_bytes_of_row(variant, m, k, row)) scales_expert[byte] = scales_all[byte];
+    }
+  }
+}
+
 }  // namespace kiln::ops

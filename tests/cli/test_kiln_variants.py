@@ -18,17 +18,20 @@ def warm(kiln, env, manifest):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_list_shows_the_family(kiln, clean_env):
+def test_list_shows_the_families(kiln, clean_env):
     listed = run(kiln, clean_env, 'list', '--json', '--variants')
     assert listed.returncode == 0, 'kiln list --json --variants exits 0'
     families = json.loads(listed.stdout)['variant_families']
-    assert [f['module'] for f in families] == ['per_token_group_quant'], f'one family is listed ({families})'
-    family = families[0]
-    params = {p['name']: p['values'] for p in family['parameters']}
-    assert params == {'in': ['bf16', 'fp16', 'fp32'], 'group': ['32', '64', '128'], 'out': ['e4m3', 'int8'],
-                      'scales': ['row', 'col', 'col_tma', 'packed'], 'ue8m0': ['0', '1'], 'silu': ['0', '1']}, \
-        f'parameters and allowed values ({params})'
-    assert family['variant_count'] == 180 and len(set(family['variants'])) == 180, 'all 180 variants, each once'
+    assert [f['module'] for f in families] == ['per_token_group_quant', 'per_token_group_quant_batched'], \
+        'the quantizer family and its batched form are listed'
+    for family in families:
+        params = {p['name']: p['values'] for p in family['parameters']}
+        assert params == {'in': ['bf16', 'fp16', 'fp32'], 'group': ['32', '64', '128'], 'out': ['e4m3', 'int8'],
+                          'scales': ['row', 'col', 'col_tma', 'packed'], 'ue8m0': ['0', '1'], 'silu': ['0', '1']}, \
+            f'{family["module"]}: parameters and allowed values ({params})'
+        assert family['variant_count'] == 180 and len(set(family['variants'])) == 180, \
+            f'{family["module"]}: all 180 variants, each once'
+        assert all(v.startswith(family['module'] + '-') for v in family['variants']), 'names start with the family'
     table = run(kiln, clean_env, 'list')
     assert 'variant family per_token_group_quant' in table.stdout and 'bf16|fp16|fp32' in table.stdout, \
         'the table shows the family and its values'

@@ -101,18 +101,37 @@ struct Outputs {
   std::vector<std::uint8_t> q, scales;
 };
 
+// Input uploaded and outputs poisoned on the test's device, and what a launch left in the outputs.
+struct DeviceCall {
+  test::DeviceBuffer x, q, scales;
+  DeviceCall(const std::vector<std::uint8_t>& host_x, std::size_t q_bytes, std::size_t scale_bytes)
+      : x(gpu().context, host_x.size()), q(gpu().context, q_bytes), scales(gpu().context, scale_bytes) {
+    x.upload(host_x.data(), host_x.size());
+    q.fill(POISON);
+    scales.fill(POISON);
+  }
+  QuantArgs args() const {
+    QuantArgs a;
+    a.x = x.get();
+    a.q = q.get();
+    a.scales = scales.get();
+    return a;
+  }
+  Outputs read() const {
+    test::synchronize(gpu().context);
+    Outputs out{std::vector<std::uint8_t>(q.bytes()), std::vector<std::uint8_t>(scales.bytes())};
+    q.download(out.q.data(), out.q.size());
+    scales.download(out.scales.data(), out.scales.size());
+    return out;
+  }
+};
+
 Outputs run_on_gpu(const GroupQuant& quant, const QuantVariant& v, const Case& c, const std::vector<std::uint8_t>& x,
                    std::uint64_t stride, float eps, QuantLaunch* launched = nullptr,
                    std::optional<QuantKernel> kernel = std::nullopt) {
   auto& g = gpu();
-  test::DeviceBuffer dx(g.context, x.size()), dq(g.context, c.m * c.k), ds(g.context, quant_scales_bytes(v, c.m, c.k));
-  dx.upload(x.data(), x.size());
-  dq.fill(POISON);
-  ds.fill(POISON);
-  QuantArgs args;
-  args.x = dx.get();
-  args.q = dq.get();
-  args.scales = ds.get();
+  const DeviceCall call(x, c.m * c.k, quant_scales_bytes(v, c.m, c.k));
+  QuantArgs args = call.args();
   args.m = c.m;
   args.k = c.k;
   args.x_row_stride = c.stride_pad ? stride : 0;
@@ -120,11 +139,7 @@ Outputs run_on_gpu(const GroupQuant& quant, const QuantVariant& v, const Case& c
   const QuantLaunch done = kernel ? quant.launch_as(g.service.backend(), args, *kernel)
                                   : quant.launch(g.service.backend(), args);
   if (launched) *launched = done;
-  test::synchronize(g.context);
-  Outputs out{std::vector<std::uint8_t>(dq.bytes()), std::vector<std::uint8_t>(ds.bytes())};
-  dq.download(out.q.data(), out.q.size());
-  ds.download(out.scales.data(), out.scales.size());
-  return out;
+  return call.read();
 }
 
 Outputs run_reference(const QuantVariant& v, const Case& c, const std::vector<std::uint8_t>& x, std::uint64_t stride,
@@ -288,5 +303,93 @@ TEST_CASE("past the pick's ceiling a two-kernel variant runs its shipped kernel,
     CHECK(first_difference(expected.scales, shipped.scales, "scales") == "");
     CHECK(first_difference(shipped.q, single.q, "q") == "");
     CHECK(first_difference(shipped.scales, single.scales, "scales") == "");
+  }
+}
+
+namespace {
+
+struct Batch {
+  std::uint64_t experts, m, k, expert_pad;
+  std::vector<std::int32_t> masked_m;  // empty: every row of every expert
+};
+
+// One batched launch of `v` on poisoned outputs, and the CPU reference on the same poison.
+std::pair<Outputs, Outputs> run_batch(const GroupQuant& quant, const QuantVariant& v, const Batch& b,
+                                      std::mt19937_64& rng, QuantLaunch* launched) {
+  auto& g = gpu();
+  const std::uint64_t row_stride = v.silu_and_mul ? 2 * b.k : b.k;
+  const std::uint64_t expert_stride = b.m * row_stride + b.expert_pad;
+  const Case rows{b.experts * expert_stride / row_stride + 1, b.k, 0, true};
+  const auto x = make_input(v, rows, row_stride, rng);
+  const std::uint64_t scale_bytes = quant_scales_bytes(v, b.m, b.k, b.experts);
+  const DeviceCall call(x, b.experts * b.m * b.k, scale_bytes);
+  test::DeviceBuffer dm(g.context, 4 * std::max<std::size_t>(b.masked_m.size(), 1));
+  if (!b.masked_m.empty()) dm.upload(b.masked_m.data(), 4 * b.masked_m.size());
+  QuantArgs args = call.args();
+  args.m = b.m;
+  args.k = b.k;
+  args.eps = 1e-6f;
+  args.experts = b.experts;
+  args.x_expert_stride = b.expert_pad != 0 ? expert_stride : 0;
+  args.masked_m = b.masked_m.empty() ? nullptr : static_cast<const std::int32_t*>(dm.get());
+  *launched = quant.launch(g.service.backend(), args);
+  const Outputs actual = call.read();
+  Outputs expected{std::vector<std::uint8_t>(actual.q.size(), POISON), std::vector<std::uint8_t>(scale_bytes, POISON)};
+  group_quant_batched_reference(v, x.data(), b.experts, b.m, b.k, 0, args.x_expert_stride,
+                                b.masked_m.empty() ? nullptr : b.masked_m.data(), 1e-6f, expected.q.data(),
+                                expected.scales.data());
+  return {expected, actual};
+}
+
+}  // namespace
+
+TEST_CASE("batches of experts, masked and not, match the CPU reference in every variant; masked rows stay poisoned") {
+  auto& g = gpu();
+  std::mt19937_64 rng(std::random_device{}());
+  // Counts below, at and past the rows, zero and negative (no rows); 37 rows is no multiple of 4,
+  // and 3 groups leave a packed word's last byte as padding.
+  const std::vector<Batch> batches = {{4, 37, 384, 0, {13, 37, 1000, -5}}, {3, 37, 384, 64, {}},
+                                      {2, 6, 128, 32, {0, 5}}};
+  std::size_t checked = 0;
+  for (const QuantVariant& v : every_quant_variant()) {
+    const GroupQuant quant = g.service.group_quant(v);
+    for (const Batch& b : batches) {
+      QuantLaunch launched;
+      const auto [expected, actual] = run_batch(quant, v, b, rng, &launched);
+      INFO(v.module_name() << " experts=" << b.experts << " m=" << b.m << " k=" << b.k
+                           << (b.masked_m.empty() ? "" : " masked"));
+      CHECK(launched.pick.entry == QUANT_BATCHED_ENTRY);
+      CHECK(launched.pick.grid[1] == b.experts);
+      CHECK(first_difference(expected.q, actual.q, "q") == "");
+      CHECK(first_difference(expected.scales, actual.scales, "scales") == "");
+      ++checked;
+    }
+  }
+  CHECK(checked == 180 * batches.size());
+}
+
+TEST_CASE("a masked batch whose experts need more CTAs than the grid gives them loops over its rows") {
+  auto& g = gpu();
+  const std::uint32_t sms = g.service.backend().device().sm_count;
+  REQUIRE(sms > 0);
+  std::mt19937_64 rng(std::random_device{}());
+  const QuantVariant variants[] = {
+      {},  // flat grid
+      {QuantInput::bf16, 128, QuantOutput::e4m3, QuantScales::column_major_tma, true, false},  // tiles
+      {QuantInput::bf16, 128, QuantOutput::e4m3, QuantScales::ue8m0_packed, true, true},       // packed SiLU
+      {QuantInput::fp16, 32, QuantOutput::int8, QuantScales::row_major, false, true},          // two lanes, tiled
+  };
+  for (const QuantVariant& v : variants) {
+    // Enough experts that the cap (QUANT_MASKED_CTAS_PER_SM over all of them) is below one expert's grid.
+    Batch b{256, 64, 2048, 0, {}};
+    std::uniform_int_distribution<std::int32_t> count(0, 64);
+    for (std::uint64_t e = 0; e < b.experts; ++e) b.masked_m.push_back(e % 3 == 0 ? 64 : count(rng));
+    const GroupQuant quant = g.service.group_quant(v);
+    QuantLaunch launched;
+    const auto [expected, actual] = run_batch(quant, v, b, rng, &launched);
+    INFO(v.module_name());
+    REQUIRE(launched.pick.grid[0] < GroupQuant::grid(v, b.m, b.k)[0]);
+    CHECK(first_difference(expected.q, actual.q, "q") == "");
+    CHECK(first_difference(expected.scales, actual.scales, "scales") == "");
   }
 }

@@ -14,27 +14,13 @@
 #include "kiln/ops/group_quant.hpp"
 #include "ops/quant_device_rule.hpp"
 #include "ops/tile_divisor.hpp"
+#include "quant_test_args.hpp"
 
 using namespace kiln;
 using namespace kiln::ops;
+using kiln::test::address;
+using kiln::test::args_for;
 using kiln::test::error_of;
-
-namespace {
-
-// Aligned stand-ins for device pointers: check() only looks at their addresses.
-void* address(std::uintptr_t value) { return reinterpret_cast<void*>(value); }
-
-QuantArgs args_for(std::uint64_t m, std::uint64_t k) {
-  QuantArgs args;
-  args.x = address(0x10000);
-  args.q = address(0x20000);
-  args.scales = address(0x30000);
-  args.m = m;
-  args.k = k;
-  return args;
-}
-
-}  // namespace
 
 TEST_CASE("check names the argument, what was expected and the valid range") {
   QuantVariant v;

@@ -80,7 +80,8 @@ TEST_CASE("impossible and unknown variants are refused with the parameter and th
         "invalid argument 'parameter': expected one of per_token_group_quant's parameters (in, group, out, scales, "
         "ue8m0, silu), got 'colour'");
   CHECK(error_of([] { parse_variant("no_such_family in=bf16"); }) ==
-        "invalid argument 'variant': expected a variant family (per_token_group_quant), got 'no_such_family'");
+        "invalid argument 'variant': expected a variant family (per_token_group_quant, per_token_group_quant_batched), "
+        "got 'no_such_family'");
   CHECK(error_of([] { parse_variant("per_token_group_quant-bf16-g96-e4m3-row"); })
             .find("a canonical name of per_token_group_quant") != std::string::npos);
   CHECK(error_of([] { parse_variant("per_token_group_quant out=int8 ue8m0=1"); }) ==

@@ -69,12 +69,16 @@ struct KILN_API QuantVariant {
   }
 };
 
-/// One call's tensors. All pointers are device pointers of the service's device.
+/// One call's tensors. All pointers are device pointers of the service's device. With `experts`
+/// set, a batch of experts (MoE): x is [experts, m, x_row_stride] (experts x_expert_stride elements
+/// apart), q [experts, m, k] dense, and the scales one block per expert, each in the variant's
+/// layout over m rows (quant_scales_bytes(variant, m, k) bytes apart, the whole buffer `experts`
+/// times that).
 struct QuantArgs {
   const void* x = nullptr;   ///< [m, x_row_stride] elements of the input type, 16-byte aligned
   void* q = nullptr;         ///< [m, k] codes (1 byte each), dense, 16-byte aligned (fp32 input: 8)
   void* scales = nullptr;    ///< per QuantScales, 4-byte aligned
-  std::uint64_t m = 0;       ///< rows (tokens)
+  std::uint64_t m = 0;       ///< rows (tokens); of a batch, rows (slots) per expert
   std::uint64_t k = 0;       ///< output columns: a multiple of the group
   /// Elements between row starts of x; 0 means dense (k, or 2k with SiLU). At least that; its
   /// bytes a multiple of 16.
@@ -82,7 +86,16 @@ struct QuantArgs {
   float eps = 1e-10f;        ///< floor of the group max: finite, >= 0
   void* stream = nullptr;    ///< a CUstream (nullptr: the legacy default stream)
   /// PDL and the like; the process's `KILN_PDL` is folded in (quant_launch_options).
-  LaunchOptions options;
+  LaunchOptions options{};
+  /// Experts in a batch (1 to 65535); 0: one [m, k] matrix.
+  std::uint64_t experts = 0;
+  /// Elements between experts' first rows of x; 0: dense (m * the row stride). At least that, its
+  /// bytes a multiple of 16.
+  std::uint64_t x_expert_stride = 0;
+  /// Of a batch, optional: device int32 [experts], read by the kernel (no host sync, capturable in a
+  /// CUDA graph). Expert e's rows are [0, min(masked_m[e], m)) (none when negative); its other
+  /// rows of q and of the scales, padding included, are neither read nor written. nullptr: all m.
+  const std::int32_t* masked_m = nullptr;
 };
 
 /// Every variant that exists (180), in a fixed order: input, group, output, scales, ue8m0, SiLU.
@@ -91,6 +104,11 @@ KILN_API std::vector<QuantVariant> every_quant_variant();
 /// Bytes of the scales buffer for `(m, k)`: what the caller allocates. Throws kiln::Error for an
 /// impossible variant, `k` not a multiple of the group, `m` > 2^31-1, or a size past 2^64 bytes.
 KILN_API std::uint64_t quant_scales_bytes(const QuantVariant& variant, std::uint64_t m, std::uint64_t k);
+/// Bytes of a batch's scales buffer: `experts` blocks of quant_scales_bytes(variant, m, k), one per
+/// expert (experts 0: one matrix, the same as above). Throws as above, and for more than 65535
+/// experts or a total past 2^64 bytes.
+KILN_API std::uint64_t quant_scales_bytes(const QuantVariant& variant, std::uint64_t m, std::uint64_t k,
+                                          std::uint64_t experts);
 
 /// How one call ran: its pick and the handle launched (0 for a no-op).
 struct QuantLaunch {
@@ -160,6 +178,17 @@ class KILN_API GroupQuant {
   static std::array<std::uint32_t, 3> grid(const QuantVariant& variant, std::uint64_t m, std::uint64_t k) {
     return grid(variant, m, k, items_per_slot(variant));
   }
+  /// The grid of a batch's kernel (`per_token_group_quant_batched`, the variant's shipped groups per
+  /// slot): (CTAs per expert, experts). Each expert's CTAs loop over its rows, so with `masked` the
+  /// first number is capped near QUANT_MASKED_CTAS_PER_SM CTAs per SM over all experts instead of
+  /// growing with m (an unknown SM count, 0, takes the cap off).
+  static std::array<std::uint32_t, 3> batched_grid(const QuantVariant& variant, std::uint64_t experts, std::uint64_t m,
+                                                   std::uint64_t k, bool masked, std::uint32_t sm_count);
+  /// The module of the variant's batched form: `per_token_group_quant_batched-bf16-g128-e4m3-row`
+  /// and so on (compiled on the first batched call, or by prepare_batched).
+  static std::string batched_module_name(const QuantVariant& variant);
+  /// Loads the variant's batched kernel now, so that no batched call loads it. True when it is there.
+  bool prepare_batched(GpuBackend& gpu) const;
   /// The tiles a row spans on the tiled grids (a CTA's row tile is its index divided by this),
   /// ceil(G / (groups_per_cta / 4)) over G padded to 4 for the packed layout; 0 on the flat grid.
   static std::uint32_t tiles_per_row(const QuantVariant& variant, std::uint64_t k);
@@ -168,6 +197,7 @@ class KILN_API GroupQuant {
   QuantPickInputs inputs_of(const GpuBackend& gpu, const QuantArgs& args) const;
   QuantLaunch run(GpuBackend& gpu, const QuantArgs& args, const QuantPick& chosen) const;
   QuantLaunch run_family(GpuBackend& gpu, const QuantArgs& args, const QuantPick& chosen) const;
+  QuantLaunch run_batched(GpuBackend& gpu, const QuantArgs& args, const QuantPick& chosen) const;
 
   QuantVariant variant_;
   KernelHandle kernel_;

@@ -14,7 +14,9 @@
 ///   ships two, or the only family kernel of a variant that ships one. The variants that ship two
 ///   take it while its grid is small, where two groups a thread quantizes one after the other is
 ///   the kernel's time, and keep two where bandwidth decides.
-/// As in the seed's pick, the kernel and its grid come from one decision (`QuantPick::kernel`).
+/// A batch of experts (QuantArgs::experts) runs the family kernel's batched form, with the groups per
+/// slot the variant ships, whatever the variant. As in the seed's pick, the kernel and its grid come
+/// from one decision (`QuantPick::kernel`).
 
 #include <array>
 #include <cstddef>
@@ -31,6 +33,14 @@ namespace kiln::ops {
 inline constexpr std::string_view QUANT_ENTRY = "per_token_group_quant";
 /// Entry point of the one-group-per-slot kernel, in the modules of variants that ship two.
 inline constexpr std::string_view QUANT_ONE_GROUP_ENTRY = "per_token_group_quant_one_group";
+
+/// Entry point of a batch's kernel, in the variant's batched module (GroupQuant::batched_module_name).
+inline constexpr std::string_view QUANT_BATCHED_ENTRY = "per_token_group_quant_batched";
+
+/// A masked batch's grid: at most this many CTAs per SM over all experts (two waves of 8), each
+/// expert's CTAs looping over its valid rows, so that a batch whose slots are mostly empty starts
+/// few idle CTAs (GroupQuant::batched_grid; docs/performance.md, "Batched and masked inputs").
+inline constexpr std::uint32_t QUANT_MASKED_CTAS_PER_SM = 16;
 
 /// The one-group kernel runs while its grid is at most this many CTAs per SM. Measured on an H100
 /// (132 SMs; docs/performance.md, "The one-group pick"): one group was 8-24% faster at 16-128
@@ -80,8 +90,9 @@ enum class QuantPickReason : std::uint8_t {
   sm_count_unknown,       ///< the device's SM count is unknown: two groups per slot
   only_kernel,            ///< the variant's only kernel for this call
   shared_small_grid,      ///< the shared grid is within QUANT_SHARED_MAX_CTAS_PER_SM: the shared kernel runs
+  batched_input,          ///< a batch of experts: the family's batched kernel runs (its shipped groups per slot)
 };
-inline constexpr std::size_t QUANT_PICK_REASON_COUNT = 17;
+inline constexpr std::size_t QUANT_PICK_REASON_COUNT = 18;
 
 /// The reason in words (for logs, `kiln pick`, kiln.h's pick struct and `kiln-bench`).
 KILN_API std::string_view to_string(QuantPickReason reason);
@@ -118,6 +129,8 @@ struct QuantPickInputs {
   bool prefers_shared = false; ///< quant_prefers_shared for the device
   bool twin_lever = true;      ///< KILN_FP8_ACT_QUANT_HOPPER
   bool one_group_lever = true; ///< KILN_Q_ONE_GROUP
+  std::uint64_t experts = 0;   ///< QuantArgs::experts: 0 for one matrix, else a batch of m rows each
+  bool masked = false;         ///< the batch has masked_m
 };
 
 struct QuantVariant;
