@@ -2,6 +2,9 @@
 
 #include <dlfcn.h>
 #include <glob.h>
+#include <limits.h>
+#include <link.h>
+#include <stdlib.h>
 
 #include <unistd.h>
 
@@ -28,6 +31,23 @@ const std::string nvrtc_soname = "libnvrtc.so." + std::to_string(CUDA_VERSION / 
 
 bool is_file(const std::string& path) { return ::access(path.c_str(), R_OK) == 0; }
 
+// Where the nvidia-cuda-nvrtc wheel puts NVRTC inside site-packages: CUDA 13's wheel, then CUDA 12's.
+constexpr const char* wheel_lib_folders[] = {"/nvidia/cu13/lib", "/nvidia/cuda_nvrtc/lib"};
+
+/// The file holding the kiln code that runs: the program, which links kiln statically, or libkiln.so.
+/// Empty when the loader cannot say.
+std::string kiln_code_file() {
+  Dl_info info{};
+  link_map* map = nullptr;
+  if (::dladdr1(reinterpret_cast<void*>(&kiln_code_file), &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) == 0 ||
+      map == nullptr)
+    return {};
+  // Why /proc/self/exe for the program: the loader knows it only by argv[0], maybe relative or bare.
+  const char* name = map->l_name[0] != '\0' ? map->l_name : "/proc/self/exe";
+  char resolved[PATH_MAX];
+  return ::realpath(name, resolved) != nullptr ? std::string(resolved) : std::string();
+}
+
 /// Folders the nvidia-cuda-nvrtc wheel installs into, for the Python running this process.
 std::vector<std::string> python_wheel_folders() {
   // Why this symbol: it exists exactly when the process embeds (or is) a Python interpreter.
@@ -48,7 +68,7 @@ std::vector<std::string> python_wheel_folders() {
     // Why both: Debian's pip installs into dist-packages, every other Python into site-packages.
     for (const char* packages : {"/lib/python3*/site-packages", "/lib/python3*/dist-packages",
                                  "/local/lib/python3*/dist-packages"}) {
-      for (const char* lib : {"/nvidia/cuda_nvrtc/lib", "/nvidia/cu13/lib"}) {
+      for (const char* lib : wheel_lib_folders) {
         const std::string pattern = prefix + packages + lib;
         glob_t found{};
         if (::glob(pattern.c_str(), 0, nullptr, &found) == 0)
@@ -122,11 +142,12 @@ std::optional<NvrtcLocation> find_nvrtc(const NvrtcSearch& search, std::string* 
     return NvrtcLocation{search.toolkit_library, "toolkit"};
   for (const auto& folder : search.library_path)
     if (is_file(folder + "/" + search.soname)) return NvrtcLocation{folder + "/" + search.soname, "LD_LIBRARY_PATH"};
-  for (const auto& folder : search.python_folders)
+  for (const auto& folder : search.wheel_folders)
     if (is_file(folder + "/" + search.soname)) return NvrtcLocation{folder + "/" + search.soname, "python wheel"};
-  std::string tried = "no " + search.soname + " in the toolkit (" + search.toolkit_library + "), LD_LIBRARY_PATH";
-  tried += search.python_folders.empty() ? " (and not inside Python)" : " or the nvidia-cuda-nvrtc wheel";
-  return none(tried + "; set KILN_NVRTC_LIBRARY to its path");
+  std::string tried = "no " + search.soname + " in the toolkit (" + search.toolkit_library +
+                      "), LD_LIBRARY_PATH or the nvidia-cuda-nvrtc wheel (";
+  for (std::size_t i = 0; i < search.wheel_folders.size(); ++i) tried += (i == 0 ? "" : ", ") + search.wheel_folders[i];
+  return none(tried + "); set KILN_NVRTC_LIBRARY to its path, or pip install nvidia-cuda-nvrtc");
 }
 
 NvrtcSearch process_nvrtc_search() {
@@ -136,8 +157,23 @@ NvrtcSearch process_nvrtc_search() {
   search.soname = nvrtc_soname;
   search.toolkit_library = std::string(KILN_NVRTC_TOOLKIT_LIB) + "/" + nvrtc_soname;
   if (config.ld_library_path) search.library_path = split_path_list(*config.ld_library_path);
-  if (!search.override_library) search.python_folders = python_wheel_folders();
+  if (!search.override_library) {
+    if (const std::string code = kiln_code_file(); !code.empty()) search.wheel_folders = wheel_folders_beside(code);
+    for (auto& folder : python_wheel_folders())
+      if (std::find(search.wheel_folders.begin(), search.wheel_folders.end(), folder) == search.wheel_folders.end())
+        search.wheel_folders.push_back(std::move(folder));
+  }
   return search;
+}
+
+std::vector<std::string> wheel_folders_beside(const std::string& code_file) {
+  const std::size_t folder_end = code_file.rfind('/');
+  if (folder_end == std::string::npos || folder_end == 0) return {};
+  const std::size_t site_end = code_file.rfind('/', folder_end - 1);
+  if (site_end == std::string::npos) return {};
+  std::vector<std::string> folders;
+  for (const char* lib : wheel_lib_folders) folders.push_back(code_file.substr(0, site_end) + lib);
+  return folders;
 }
 
 namespace {

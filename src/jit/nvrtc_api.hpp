@@ -9,8 +9,11 @@
 /// when set (only that: a path, or a file name searched in `LD_LIBRARY_PATH`; missing means no
 /// NVRTC, never another one), else the toolkit kiln was built against
 /// (`<nvrtc_root>/lib64/libnvrtc.so.<major>`), else `libnvrtc.so.<major>` in a folder of
-/// `LD_LIBRARY_PATH`, else, when kiln runs inside Python, the `nvidia-cuda-nvrtc` wheel's copy in
-/// the interpreter's site-packages (`$VIRTUAL_ENV`, `$CONDA_PREFIX`, the interpreter's prefix).
+/// `LD_LIBRARY_PATH`, else the `nvidia-cuda-nvrtc` wheel's copy (`nvidia/cu13/lib`, or CUDA 12's
+/// `nvidia/cuda_nvrtc/lib`): first in the site-packages kiln's own code is installed in (the folder
+/// above the kiln program's or libkiln.so's, as in kiln's wheel: `kiln/kiln`,
+/// `.kiln.mesonpy.libs/libkiln.so`), then, when kiln runs inside Python, in the interpreter's
+/// (`$VIRTUAL_ENV`, `$CONDA_PREFIX`, the interpreter's prefix, `~/.local`).
 
 #include <nvrtc.h>
 
@@ -74,15 +77,19 @@ struct NvrtcSearch {
   std::optional<std::string> override_library;  ///< KILN_NVRTC_LIBRARY
   std::string toolkit_library;                  ///< the build's toolkit copy
   std::vector<std::string> library_path;        ///< LD_LIBRARY_PATH's folders, in order
-  std::vector<std::string> python_folders;      ///< folders the wheel may be in (empty outside Python)
+  std::vector<std::string> wheel_folders;       ///< folders the wheel may be in, in search order
   std::string soname;                           ///< "libnvrtc.so.13"
 };
 
 /// The search of the file header above; `why_none` (when given) says what was tried.
 std::optional<NvrtcLocation> find_nvrtc(const NvrtcSearch& search, std::string* why_none = nullptr);
 
-/// The process's search inputs (environment, build, Python); read on every call.
+/// The process's search inputs (environment, build, where kiln is installed, Python); read on every call.
 NvrtcSearch process_nvrtc_search();
+
+/// The wheel's folders in the site-packages holding `code_file` (a file one folder below it, such as
+/// `<site-packages>/kiln/kiln`); nothing when the path has no such folder.
+std::vector<std::string> wheel_folders_beside(const std::string& code_file);
 
 /// The process's NVRTC location, worked out once (thread-safe); nothing when there is none, and
 /// `nvrtc_absence()` then says what was searched.

@@ -26,10 +26,11 @@ TEST_CASE("find_nvrtc: KILN_NVRTC_LIBRARY only, else toolkit, LD_LIBRARY_PATH, t
   search.soname = "libnvrtc.so.13";
   search.toolkit_library = tmp / "toolkit/libnvrtc.so.13";
   search.library_path = {tmp / "empty", tmp / "ld"};
-  search.python_folders = {tmp / "wheel"};
+  search.wheel_folders = {tmp / "wheel"};
   std::string why;
   CHECK_FALSE(find_nvrtc(search, &why));
-  CHECK_THAT(why, Catch::Contains("libnvrtc.so.13") && Catch::Contains("KILN_NVRTC_LIBRARY"));
+  CHECK_THAT(why, Catch::Contains("libnvrtc.so.13") && Catch::Contains("KILN_NVRTC_LIBRARY") &&
+                      Catch::Contains(tmp / "wheel"));
   touch(tmp / "wheel/libnvrtc.so.13");
   CHECK(find_nvrtc(search)->source == "python wheel");
   touch(tmp / "ld/libnvrtc.so.13");
@@ -43,6 +44,21 @@ TEST_CASE("find_nvrtc: KILN_NVRTC_LIBRARY only, else toolkit, LD_LIBRARY_PATH, t
   search.override_library = "libnvrtc.so.13";  // a name: searched in LD_LIBRARY_PATH
   CHECK(find_nvrtc(search)->path == tmp / "ld/libnvrtc.so.13");
   CHECK(find_nvrtc(search)->source == "KILN_NVRTC_LIBRARY");
+}
+
+TEST_CASE("wheel_folders_beside: the wheel in the site-packages one folder above kiln's code, first in the search") {
+  CHECK(wheel_folders_beside("/venv/lib/python3.11/site-packages/kiln/kiln") ==
+        std::vector<std::string>{"/venv/lib/python3.11/site-packages/nvidia/cu13/lib",
+                                 "/venv/lib/python3.11/site-packages/nvidia/cuda_nvrtc/lib"});
+  CHECK(wheel_folders_beside("/site/.kiln.mesonpy.libs/libkiln.so").front() == "/site/nvidia/cu13/lib");
+  CHECK(wheel_folders_beside("kiln").empty());
+  CHECK(wheel_folders_beside("/kiln").empty());
+
+  // This test program links kiln statically, so the search starts beside the program itself.
+  const std::filesystem::path program = std::filesystem::canonical("/proc/self/exe");
+  const NvrtcSearch search = process_nvrtc_search();
+  REQUIRE_FALSE(search.wheel_folders.empty());
+  CHECK(search.wheel_folders.front() == program.parent_path().parent_path() / "nvidia/cu13/lib");
 }
 
 TEST_CASE("resolve_nvrtc_api: a library lacking an entry is not loaded, and says which") {
