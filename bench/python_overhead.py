@@ -4,8 +4,9 @@
 against torch.empty_like on the same tensor, with a native one-kernel op (torch.abs) and the op's
 two allocations alone as references for what a launch and an allocation cost on this host. The
 paths take turns, a round of batches each, so a slow spell of the host touches them all alike.
-The public function takes the C++ fast path (kiln._kiln_torch) when it is built; its "Python
-path" rows turn that off. Writes OUT.json and OUT.md.
+The public function checks its arguments in Python and calls the op, whose kernel is C++ on
+PyTorch's stable ABI (kiln._kiln_ops); the op's rows call it without the public function. Writes
+OUT.json and OUT.md.
 
     python_overhead.py --out PREFIX [--calls N] [--batch B] [--rounds R]
 """
@@ -16,12 +17,9 @@ import statistics
 import torch
 
 import kiln
-from kiln import _kiln, _variant
+from kiln import _kiln, _torch_ops, _variant
 
 from host_timing import batch_samples
-
-FAST = kiln._fast
-PYTHON_PATH = ", Python path"  # rows measured with the fast path off
 
 
 def main():
@@ -31,9 +29,6 @@ def main():
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
-    if FAST is None:
-        raise SystemExit("python_overhead: kiln._kiln_torch is not built; the public rows would measure the "
-                         "Python path")
     rows = []
     for m, k in ((1, 7168), (128, 7168)):
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
@@ -52,24 +47,20 @@ def main():
             "kiln.per_token_group_quant_fp8(x, out_q=q)": lambda: kiln.per_token_group_quant_fp8(x, out_q=q),
             "kiln.per_token_group_quant_fp8(x, column_major_scales=True, tma_aligned_scales=True)":
                 lambda: kiln.per_token_group_quant_fp8(x, column_major_scales=True, tma_aligned_scales=True),
-            "C++ call only (_kiln_torch.quantize, allocates)":
-                lambda: FAST(x, 128, 1e-10, False, False, False, None, None, False, False, False),
-            "kiln.per_token_group_quant_fp8(x)" + PYTHON_PATH: lambda: kiln.per_token_group_quant_fp8(x),
             "torch.ops.kiln.per_token_group_quant(x, ...)":
                 lambda: torch.ops.kiln.per_token_group_quant(x, 128, 1e-10, "e4m3", "row_major", False, False),
+            "the op's dispatcher entry (OpOverload._op, allocates)":
+                lambda: _torch_ops._CALL(x, 128, 1e-10, "e4m3", "row_major", False, False, False, None),
             "extension call only (preallocated, raw pointers)":
                 lambda: _kiln.quantize(0, v, x.data_ptr(), q.data_ptr(), s.data_ptr(), m, k, 0, 1e-10, stream),
         }
         samples = {name: [] for name in paths}
-        for name, fn in paths.items():  # warm-up: loads the module, fills caches
-            kiln._fast = None if name.endswith(PYTHON_PATH) else FAST
+        for fn in paths.values():  # warm-up: loads the module, fills caches
             batch_samples(fn, 1, args.batch, torch.cuda.synchronize)
         for _ in range(args.rounds):
             for name, fn in paths.items():
-                kiln._fast = None if name.endswith(PYTHON_PATH) else FAST
                 samples[name] += batch_samples(fn, args.calls // args.batch // args.rounds, args.batch,
                                                torch.cuda.synchronize)
-        kiln._fast = FAST
         for name, taken in samples.items():
             rows.append({"m": m, "k": k, "path": name, "median_us": round(statistics.median(taken), 3),
                          "min_us": round(min(taken), 3)})

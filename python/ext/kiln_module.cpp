@@ -1,44 +1,33 @@
-// kiln._kiln: the extension under the Python package. Thin: one Service per device, created on
-// first use and kept for the process; the quantizer call takes one variant struct and raw device
-// pointers (the Python side owns tensors, streams and checks of shapes and dtypes) and goes to
-// the library's one family entry point, Service::group_quant (kiln/ops/group_quant.hpp). The same
-// call is exported to kiln._kiln_torch as a capsule (quant_entry.hpp).
+// kiln._kiln: the extension under the Python package. Thin: the process's Service per device and
+// the quantizer call live in libkiln_python (quant_call.hpp), which kiln._kiln_ops (the torch op)
+// shares, so both load each module once and count in one set of counters. This module adds what
+// Python needs without torch: the variant struct, warm, the counters, and `plan`, the op's checks
+// and output geometry for its fake implementation (python/kiln/_torch_ops.py).
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cstdint>
-#include <map>
-#include <memory>
-#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "kiln/counters.hpp"
 #include "kiln/error.hpp"
 #include "kiln/ops/group_quant.hpp"
 #include "kiln/service.hpp"
 #include "kiln/version.hpp"
-#include "quant_entry.hpp"
+#include "quant_call.hpp"
 
 namespace py = pybind11;
 using kiln::ops::QuantArgs;
 using kiln::ops::QuantInput;
 using kiln::ops::QuantOutput;
 using kiln::ops::QuantVariant;
+using kiln_python::service;
 using ScaleLayout = kiln::ops::QuantScales;
 
 namespace {
-
-// Why kept for the process: a Service owns the device's loaded modules; making one per call would
-// load them again each time.
-std::mutex services_mutex;
-// Why never destroyed: at interpreter exit PyTorch and the driver may already be torn down, and a
-// Service's destructor unloads modules and releases the primary context; the process end frees all.
-auto& services = *new std::map<int, std::unique_ptr<kiln::Service>>();
-
-kiln::Service& service(int device) {
-  const std::lock_guard<std::mutex> lock(services_mutex);
-  auto& slot = services[device];
-  if (!slot) slot = std::make_unique<kiln::Service>(device);
-  return *slot;
-}
 
 void* pointer(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
 
@@ -47,60 +36,60 @@ std::uint64_t extent(const char* name, std::int64_t value) {
   return static_cast<std::uint64_t>(value);
 }
 
-// Why a Python ValueError: every refusal the library words as an invalid argument is about what
-// the caller passed; the rest (no kernel, a driver failure) stays a RuntimeError.
-bool is_invalid_argument(const std::string& what) {
-  return what.rfind("invalid argument", 0) == 0 || what.rfind("impossible variant", 0) == 0;
-}
-
 struct InvalidArgument {
   std::string message;
 };
 
+// Why a Python ValueError: every refusal the library words as an invalid argument is about what
+// the caller passed; the rest (no kernel, a driver failure) stays a RuntimeError.
 template <class Body>
 auto invalid_as_value_error(Body&& body) {
   try {
     return body();
   } catch (const kiln::Error& error) {
-    if (is_invalid_argument(error.what())) throw InvalidArgument{error.what()};
+    if (kiln_python::is_invalid_argument(error.what())) throw InvalidArgument{error.what()};
     throw;
   }
 }
 
-void quantize(int device, const QuantVariant& variant, const QuantArgs& args) {
-  kiln::Service& s = service(device);
-  kiln::ops::GroupQuant::check(variant, args);
-  const kiln::ops::GroupQuant quant = s.group_quant(variant);
-  if (!quant.available() && args.m != 0 && args.k != 0)
-    kiln::throw_error("kiln: variant " + variant.module_name() + " is not available on cuda:" + std::to_string(device) +
-                      " (" +
-                      (s.unavailable_reason().empty() ? "it did not compile or load; see the log"
-                                                      : s.unavailable_reason()) +
-                      ")");
-  quant.launch(s.gpu(), args);
+// A tensor as _torch_ops._facts describes it: (str(dtype), str(device), strided, shape, strides,
+// data address or storage offset in bytes, element size).
+using Facts = std::tuple<std::string, std::string, bool, std::vector<std::int64_t>, std::vector<std::int64_t>,
+                         std::int64_t, std::int64_t>;
+
+kiln_python::TensorFacts facts_of(const Facts& f) {
+  using kiln_python::DType;
+  kiln_python::TensorFacts t;
+  t.dtype_name = std::get<0>(f);
+  static const std::pair<const char*, DType> names[] = {
+      {"torch.bfloat16", DType::bf16}, {"torch.float16", DType::fp16}, {"torch.float32", DType::fp32},
+      {"torch.float8_e4m3fn", DType::e4m3}, {"torch.int8", DType::int8}, {"torch.int32", DType::int32}};
+  for (const auto& [name, dtype] : names)
+    if (t.dtype_name == name) t.dtype = dtype;
+  t.device = std::get<1>(f);
+  t.cuda = t.device.rfind("cuda", 0) == 0;
+  t.meta = t.device == "meta";
+  t.strided = std::get<2>(f);
+  t.sizes = std::get<3>(f);
+  t.strides = std::get<4>(f);
+  t.address = std::get<5>(f);
+  t.element_size = std::get<6>(f);
+  return t;
 }
 
-kiln_python::QuantStatus quantize_entry(int device, const QuantVariant& variant, const QuantArgs& args,
-                                        const char** message) noexcept {
-  thread_local std::string failure;
-  auto status = kiln_python::QuantStatus::failed;
-  try {
-    quantize(device, variant, args);
-    return kiln_python::QuantStatus::ok;
-  } catch (const kiln::Error& error) {
-    failure = error.what();
-    if (is_invalid_argument(failure)) status = kiln_python::QuantStatus::invalid_argument;
-  } catch (const std::exception& error) {
-    failure = error.what();
-  } catch (...) {
-    failure = "kiln: unknown failure in quantize";
-  }
-  *message = failure.c_str();
-  return status;
+// (q shape, q dtype name, scales storage elements, scales shape, scales strides, scales dtype name,
+// whether the scales are a view of that storage)
+py::tuple plan(const Facts& x, const std::optional<Facts>& out_q, const std::optional<Facts>& masked_m,
+               std::int64_t group_size, double eps, const std::string& output, const std::string& layout, bool ue8m0,
+               bool silu_and_mul, bool batched) {
+  std::optional<kiln_python::TensorFacts> qf, mf;
+  if (out_q) qf = facts_of(*out_q);
+  if (masked_m) mf = facts_of(*masked_m);
+  const kiln_python::Plan p =
+      kiln_python::plan(facts_of(x), qf, mf, {group_size, eps, output, layout, ue8m0, silu_and_mul, batched});
+  return py::make_tuple(p.q_shape, kiln_python::dtype_name(p.q_dtype), p.scales.storage, p.scales.shape,
+                        p.scales.strides, p.scales.packed ? "torch.int32" : "torch.float32", p.scales.view);
 }
-
-// Why static: the capsule hands out its address for the life of the process.
-const kiln_python::QuantEntry quant_entry{kiln_python::quant_entry_version, &quantize_entry};
 
 // The names and order of kiln::for_each_counter, as `kiln info --json` reports them.
 template <class Counters>
@@ -129,6 +118,8 @@ PYBIND11_MODULE(_kiln, m) {
       if (raised) std::rethrow_exception(raised);
     } catch (const InvalidArgument& e) {
       PyErr_SetString(PyExc_ValueError, e.message.c_str());
+    } catch (const kiln_python::ArgumentError& e) {
+      PyErr_SetString(e.type_error ? PyExc_TypeError : PyExc_ValueError, e.what());
     }
   });
 
@@ -151,7 +142,6 @@ PYBIND11_MODULE(_kiln, m) {
       .def("__str__", [](const QuantVariant& v) { return v.refusal().empty() ? v.module_name() : v.description(); })
       .def("__repr__", [](const QuantVariant& v) { return "QuantVariant(" + v.description() + ")"; });
 
-  m.add_object("_quant_entry", py::capsule(&quant_entry, kiln_python::quant_entry_capsule));
   m.def("version", [] { return std::string(kiln::version_string()); });
   m.def(
       "quantize",
@@ -167,7 +157,7 @@ PYBIND11_MODULE(_kiln, m) {
           args.x_row_stride = extent("x_row_stride", x_row_stride);
           args.eps = eps;
           args.stream = pointer(stream);
-          quantize(device, variant, args);
+          kiln_python::quantize(device, variant, args);
         });
       },
       // Why without the GIL: the first call of a variant on a device may compile for a while.
@@ -175,13 +165,14 @@ PYBIND11_MODULE(_kiln, m) {
       py::arg("scales"), py::arg("m"), py::arg("k"), py::arg("x_row_stride"), py::arg("eps"), py::arg("stream"));
   m.def(
       "warm",
-      [](int device, const QuantVariant& variant) {
+      [](int device, const QuantVariant& variant, bool batched) {
         return invalid_as_value_error([&] {
           kiln::Service& s = service(device);
-          return s.group_quant(variant).prepare(s.gpu());
+          const kiln::ops::GroupQuant quant = s.group_quant(variant);
+          return batched ? quant.prepare_batched(s.gpu()) : quant.prepare(s.gpu());
         });
       },
-      py::call_guard<py::gil_scoped_release>(), py::arg("device"), py::arg("variant"));
+      py::call_guard<py::gil_scoped_release>(), py::arg("device"), py::arg("variant"), py::arg("batched") = false);
   m.def(
       "availability",
       [](int device) {
@@ -190,11 +181,10 @@ PYBIND11_MODULE(_kiln, m) {
       },
       py::arg("device"));
   m.def("counters", &counters, py::arg("device"));
-  m.def("used_devices", [] {
-    const std::lock_guard<std::mutex> lock(services_mutex);
-    py::list used;
-    for (const auto& [device, made] : services)
-      if (made) used.append(device);
-    return used;
-  });
+  m.def("used_devices", &kiln_python::used_devices);
+  m.def("is_invalid_argument", [](const std::string& message) { return kiln_python::is_invalid_argument(message); },
+        py::arg("message"), "Whether a library error's message is the caller's fault (a ValueError).");
+  m.def("plan", &plan, py::arg("x"), py::arg("out_q"), py::arg("masked_m"), py::arg("group_size"), py::arg("eps"),
+        py::arg("output"), py::arg("layout"), py::arg("use_ue8m0"), py::arg("silu_and_mul"), py::arg("batched"),
+        "The op's checks and outputs for tensors described by their facts (python/kiln/_torch_ops.py).");
 }
