@@ -41,7 +41,7 @@ python_steps() {
     -Wl,-rpath,"$pkg" -o "$pkg/kiln/_kiln_ops$suffix"
   step_exit $? || return
   step "lay out the package"
-  cp python/kiln/*.py "$pkg/kiln/" && cp .carry/bin/kiln "$pkg/kiln/kiln"
+  cp python/kiln/*.py "$pkg/kiln/" && cp -r python/kiln/compat "$pkg/kiln/" && cp .carry/bin/kiln "$pkg/kiln/kiln"
   step_exit $? || return
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   step_exit $?

@@ -89,8 +89,8 @@ std::string run_parts(const BenchArgs& args, const BenchPlan& plan, Report& repo
     run_remote(plan, report);
   }
   const bool jit = all || args.only == "jit", gpu_parts = all || args.only == "gpu";
-  const bool decode_only = args.only == "decode";
-  if (!jit && !gpu_parts && !decode_only) return {};
+  const bool decode_only = args.only == "decode", moe_only = args.only == "moe";
+  if (!jit && !gpu_parts && !decode_only && !moe_only) return {};
   const DriverStatus status = driver_status();
   if (!status.available || status.devices.empty()) {
     const std::string reason =
@@ -111,6 +111,8 @@ std::string run_parts(const BenchArgs& args, const BenchPlan& plan, Report& repo
     run_moe(plan, gpu, report);
   } else if (decode_only) {
     run_decode(plan, gpu, report);
+  } else if (moe_only) {
+    run_moe(plan, gpu, report);
   }
   return {};
 }
@@ -153,8 +155,8 @@ int main(int argc, char** argv) {
   app.add_option("--json", args.json, "Also write every measurement to FILE as JSON");
   app.add_flag("--quick", args.quick, "Fewer iterations (same shapes)");
   app.add_option("--only", args.only,
-                 "Run one part: host (CPU only), jit, gpu, or decode (the gpu part's decode table alone)")
-      ->check(CLI::IsMember({"host", "jit", "gpu", "decode"}));
+                 "Run one part: host (CPU only), jit, gpu, or decode or moe (one table of the gpu part alone)")
+      ->check(CLI::IsMember({"host", "jit", "gpu", "decode", "moe"}));
   // The fresh process of the JIT part; hidden (empty group), started by kiln-bench itself.
   ChildArgs child;
   auto* hidden = app.add_subcommand("child", "Internal: one fresh process of the JIT part");

@@ -1,4 +1,5 @@
-// kiln's twin beside SGLang's JIT kernel (bench/explore/sglang_peer.cu) on one GPU, in one process, timed
+// kiln's twin (and, at the small shapes where kiln's pick runs it, the seed's shared kernel) beside
+// SGLang's JIT kernel (bench/explore/sglang_peer.cu) on one GPU, in one process, timed
 // the same way (batches of 10 behind a spin, inputs rotated per launch over 200 MB; geometry_harness.cuh),
 // with and without programmatic dependent launch, at issue 16's shapes. The device image has no
 // SGLang, so issue 16's SGLang figures came from another H200 on another day; this puts both
@@ -11,6 +12,7 @@
 #include "shape_sweep.cuh"
 // The twin as kiln ships it; needs -I kernels_src/common for its include of fp8_e4m3.cuh.
 #include "../../kernels_src/hopper/fp8_act_quant_hopper.cu"
+#include "../../kernels_src/common/per_token_group_quant_fp8.cu"
 #include "sglang_peer.hpp"
 
 namespace {
@@ -44,6 +46,20 @@ void twin(const unsigned short* x, unsigned char* q, float* s, unsigned m, unsig
   CHECK(cudaLaunchKernelEx(&config, per_token_group_quant_fp8_hopper, x, q, s, k, m));
 }
 
+// The seed's shared kernel as kiln launches it: one 128-thread CTA per group, the _pdl entry with PDL.
+void shared(const unsigned short* x, unsigned char* q, float* s, unsigned m, unsigned k, bool pdl) {
+  cudaLaunchAttribute attribute;
+  cudaLaunchConfig_t config = launch_config(m, 128, pdl, attribute);
+  config.gridDim.y = k / 128;
+  if (pdl)
+    CHECK(cudaLaunchKernelEx(&config, per_token_group_quant_fp8_pdl, x, q, s, k));
+  else
+    CHECK(cudaLaunchKernelEx(&config, per_token_group_quant_fp8, x, q, s, k));
+}
+
+// Where kiln's pick can run the shared kernel on an sm_90 part: grids below the twin's floor.
+constexpr unsigned SHARED_ARM_MAX_M = 128;
+
 }  // namespace
 
 int main() {
@@ -74,6 +90,9 @@ int main() {
             report(pdl ? "kiln twin, PDL" : "kiln twin",
                    timed([&](auto x, auto q, auto s) { twin(x, q, s, m, k, pdl); }, round == 0 && !pdl));
         }
+        if (m <= SHARED_ARM_MAX_M)
+          report(pdl ? "kiln shared, PDL" : "kiln shared",
+                 timed([&](auto x, auto q, auto s) { shared(x, q, s, m, k, pdl); }, false));
       }
     }
   });
